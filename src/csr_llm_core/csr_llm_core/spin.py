@@ -1,0 +1,65 @@
+"""Spin rclpy nodes in a background thread and shut them down in the order rclpy needs.
+
+Order matters: executor.shutdown(), join the spin thread, destroy nodes, then rclpy.shutdown();
+otherwise the process can abort at exit (measured here, see DESIGN.md).
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Iterator, List, Optional
+
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+
+
+class BackgroundSpinner:
+    """Owns an rclpy context and a MultiThreadedExecutor spinning in a daemon thread."""
+
+    def __init__(self, args: Optional[List[str]] = None, num_threads: int = 2):
+        self.context = Context()
+        rclpy.init(args=args, context=self.context)
+        self.executor = MultiThreadedExecutor(num_threads=num_threads, context=self.context)
+        self._nodes: List[Node] = []
+        self._thread = threading.Thread(target=self._spin, name="rclpy-spin", daemon=True)
+        self._started = False
+
+    def _spin(self) -> None:
+        try:
+            self.executor.spin()
+        except Exception:  # executor torn down under us during shutdown
+            if self.context.ok():
+                raise
+
+    def create(self, node_class=Node, *args, **kwargs):
+        """Construct a node (of node_class) in this spinner's context and spin it."""
+        return self.add(node_class(*args, context=self.context, **kwargs))
+
+    def add(self, node: Node) -> Node:
+        self._nodes.append(node)
+        self.executor.add_node(node)
+        if not self._started:
+            self._started = True
+            self._thread.start()
+        return node
+
+    def shutdown(self) -> None:
+        self.executor.shutdown(timeout_sec=2.0)
+        if self._started:
+            self._thread.join(timeout=5.0)
+        for node in self._nodes:
+            node.destroy_node()
+        self._nodes.clear()
+        if self.context.ok():
+            rclpy.shutdown(context=self.context)
+
+
+@contextlib.contextmanager
+def spinning(num_threads: int = 2) -> Iterator[BackgroundSpinner]:
+    spinner = BackgroundSpinner(num_threads=num_threads)
+    try:
+        yield spinner
+    finally:
+        spinner.shutdown()

