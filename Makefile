@@ -57,3 +57,8 @@ test: setup
 
 clean-venv:
 	rm -rf $(VENV) build/msgs build/msgs.log
+
+.PHONY: bench-router
+bench-router: setup
+	@mkdir -p build/bench
+	$(PY) -m action_router.bench --out build/bench/router.json
