@@ -20,7 +20,7 @@ MSG_FILES := src/msgs/CMakeLists.txt src/msgs/package.xml $(wildcard src/msgs/ms
 .PHONY: setup test clean-venv
 
 setup: $(STAMPS)/model
-	@echo "[setup] environment ready in $(VENV) (nothing left to do)"
+	@echo "[setup] environment ready in $(VENV)"
 
 $(VENV)/pyvenv.cfg:
 	@echo "[setup] creating virtual environment $(VENV)"

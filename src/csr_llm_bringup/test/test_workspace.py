@@ -51,10 +51,10 @@ def test_make_setup_rerun_does_no_install_work():
                          capture_output=True, text=True, timeout=60)
     assert dry.returncode == 0, dry.stderr
     planned = [line for line in dry.stdout.splitlines() if line.strip()]
-    assert len(planned) == 1 and "nothing left to do" in planned[0], planned
+    assert len(planned) == 1 and "[setup] environment ready" in planned[0], planned
     real = subprocess.run(["make", "setup"], cwd=REPO, env=_clean_make_env(),
                           capture_output=True, text=True, timeout=120)
     assert real.returncode == 0, real.stderr
     steps = [line for line in real.stdout.splitlines() if line.startswith("[setup]")]
-    assert steps == ["[setup] environment ready in .venv (nothing left to do)"], steps
+    assert steps == ["[setup] environment ready in .venv"], steps
     assert before == {p: p.stat().st_mtime_ns for p in stamps}
