@@ -1,0 +1,177 @@
+"""Vectorised per-joint PID with ros2_control control_toolbox semantics (plain module, no rclpy).
+
+Mirrors ``control_toolbox::Pid::compute_command(error, error_dot, dt)`` (control_toolbox >= 5,
+the version with ``antiwindup_strategy``), one joint per array element:
+
+    cmd_unsat = p*e + i_term + d*e_dot              (i_term from the previous steps)
+    cmd       = clamp(cmd_unsat, u_clamp_min, u_clamp_max)
+    i_term   += dt*i*e                                   "none"
+    i_term   += dt*(i*e + (cmd - cmd_unsat)/T_t)         "back_calculation" (only if i != 0;
+                                                          T_t = tracking_time_constant, default
+                                                          sqrt(d/i) if d != 0 else p/i)
+    i_term   += dt*i*e unless (cmd != cmd_unsat and e*cmd_unsat > 0)   "conditional_integration"
+    (no integration when |e| <= error_deadband)
+    i_term    = clamp(i_term, i_clamp_min, i_clamp_max)
+
+dt == 0 leaves everything unchanged and returns the previous command. Where control_toolbox
+returns NaN for a non-finite error, this class returns 0 for that joint and leaves its state
+untouched (the router never commands NaN); ``nonfinite`` reports which joints were affected.
+The router narrows u_clamp to the execution layer's effort limit every tick (``set_output_limits``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Mapping, Optional, Sequence
+
+import numpy as np
+
+STRATEGIES = ("none", "back_calculation", "conditional_integration")
+PARAM_NAMES = ("p", "i", "d", "i_clamp_max", "i_clamp_min", "u_clamp_max", "u_clamp_min",
+               "antiwindup_strategy", "tracking_time_constant", "error_deadband")
+_EPS = float(np.finfo(float).eps)
+
+
+@dataclass
+class Gains:
+    """Gains of one joint, with control_toolbox parameter names and defaults."""
+    p: float = 0.0
+    i: float = 0.0
+    d: float = 0.0
+    i_clamp_max: float = float("inf")
+    i_clamp_min: float = float("-inf")
+    u_clamp_max: float = float("inf")
+    u_clamp_min: float = float("-inf")
+    antiwindup_strategy: str = "none"
+    tracking_time_constant: float = 0.0
+    error_deadband: float = _EPS
+
+    def validate(self) -> None:
+        for name in ("p", "i", "d", "tracking_time_constant", "error_deadband"):
+            if not np.isfinite(getattr(self, name)):
+                raise ValueError(f"gain {name} must be finite")
+        for name in ("i_clamp_max", "i_clamp_min", "u_clamp_max", "u_clamp_min"):
+            if np.isnan(getattr(self, name)):
+                raise ValueError(f"{name} must not be NaN")
+        if self.i_clamp_min > self.i_clamp_max:
+            raise ValueError("i_clamp_min > i_clamp_max")
+        if self.u_clamp_min > self.u_clamp_max:
+            raise ValueError("u_clamp_min > u_clamp_max")
+        if self.antiwindup_strategy not in STRATEGIES:
+            raise ValueError(f"antiwindup_strategy must be one of {STRATEGIES}, not {self.antiwindup_strategy!r}")
+        if self.antiwindup_strategy == "back_calculation" and self.i != 0.0 and self.tracking_time_constant < 0:
+            raise ValueError("tracking_time_constant must be >= 0")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> "Gains":
+        kwargs = {}
+        for name in PARAM_NAMES:
+            if name in values and values[name] is not None:
+                kwargs[name] = str(values[name]) if name == "antiwindup_strategy" else float(values[name])
+        g = cls(**kwargs)
+        g.validate()
+        return g
+
+    def scaled(self, gain_scale: float) -> "Gains":
+        """The same controller with p, i, d scaled (the derated set)."""
+        return Gains(self.p * gain_scale, self.i * gain_scale, self.d * gain_scale, self.i_clamp_max,
+                     self.i_clamp_min, self.u_clamp_max, self.u_clamp_min, self.antiwindup_strategy,
+                     self.tracking_time_constant, self.error_deadband)
+
+
+class VectorPid:
+    """n independent PID controllers evaluated with numpy."""
+
+    def __init__(self, gains: Sequence[Gains]):
+        self.n = len(gains)
+        self.i_term = np.zeros(self.n)
+        self.cmd = np.zeros(self.n)
+        self.cmd_unsat = np.zeros(self.n)
+        self.nonfinite = np.zeros(self.n, dtype=bool)
+        self.clamped = np.zeros(self.n, dtype=bool)
+        self._freeze_i = np.zeros(self.n, dtype=bool)
+        self.set_gains(gains)
+
+    def set_gains(self, gains: Sequence[Gains]) -> None:
+        if len(gains) != self.n:
+            raise ValueError("one Gains per joint")
+        for g in gains:
+            g.validate()
+        f = lambda name: np.array([getattr(g, name) for g in gains], dtype=float)  # noqa: E731
+        self.p, self.i, self.d = f("p"), f("i"), f("d")
+        self.i_max, self.i_min = f("i_clamp_max"), f("i_clamp_min")
+        self.u_max_cfg, self.u_min_cfg = f("u_clamp_max"), f("u_clamp_min")
+        self.u_max, self.u_min = self.u_max_cfg.copy(), self.u_min_cfg.copy()
+        self.deadband = f("error_deadband")
+        strat = [g.antiwindup_strategy for g in gains]
+        self.is_none = np.array([s == "none" for s in strat])
+        self.is_back = np.array([s == "back_calculation" for s in strat])
+        self.is_cond = np.array([s == "conditional_integration" for s in strat])
+        trk = f("tracking_time_constant")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            default = np.where(self.d != 0.0, np.sqrt(np.abs(self.d / self.i)), self.p / self.i)
+        trk = np.where((trk == 0.0) & self.is_back & (self.i != 0.0), default, trk)
+        self.trk_inv = np.where(self.is_back & (self.i != 0.0) & (trk != 0.0), 1.0 / np.where(trk == 0, 1, trk), 0.0)
+        self.back_active = self.is_back & (self.i != 0.0)
+
+    def set_output_limits(self, limit: np.ndarray) -> None:
+        """u_clamp narrowed to +-limit (the execution layer's effort limit for this tick)."""
+        np.minimum(self.u_max_cfg, limit, out=self.u_max)
+        np.maximum(self.u_min_cfg, -limit, out=self.u_min)
+        # a configured u range that does not contain zero is kept inside +-limit
+        np.minimum(self.u_min, self.u_max, out=self.u_min)
+
+    def freeze_integrator(self, mask: np.ndarray) -> None:
+        self._freeze_i[:] = mask
+
+    def reset(self, mask: Optional[np.ndarray] = None) -> None:
+        """Clear integrators and the last command (all joints, or where mask is true)."""
+        if mask is None:
+            self.i_term[:] = 0.0
+            self.cmd[:] = 0.0
+            self.cmd_unsat[:] = 0.0
+        else:
+            self.i_term[mask] = 0.0
+            self.cmd[mask] = 0.0
+            self.cmd_unsat[mask] = 0.0
+
+    def compute(self, error: np.ndarray, error_dot: np.ndarray, dt: float) -> np.ndarray:
+        """One step for all joints; returns self.cmd (clamped, finite)."""
+        if dt == 0.0 or not np.isfinite(dt):
+            return self.cmd
+        if dt < 0.0:
+            raise ValueError("negative dt")
+        ok = np.isfinite(error) & np.isfinite(error_dot)
+        np.logical_not(ok, out=self.nonfinite)
+        e = np.where(ok, error, 0.0)
+        ed = np.where(ok, error_dot, 0.0)
+        unsat = self.p * e + self.i_term + self.d * ed
+        cmd = np.minimum(np.maximum(unsat, self.u_min), self.u_max)
+        sat = cmd != unsat
+        integrate = ok & (np.abs(e) > self.deadband) & ~self._freeze_i
+        di = dt * self.i * e
+        di = np.where(self.back_active, di + dt * self.trk_inv * (cmd - unsat), di)
+        cond_block = self.is_cond & sat & (e * unsat > 0)
+        use = integrate & (self.is_none | self.back_active | (self.is_cond & ~cond_block))
+        i_new = np.where(use, self.i_term + di, self.i_term)
+        np.minimum(np.maximum(i_new, self.i_min), self.i_max, out=self.i_term)
+        self.cmd_unsat[:] = np.where(ok, unsat, 0.0)
+        self.cmd[:] = np.where(ok, cmd, 0.0)
+        self.clamped[:] = ok & sat
+        return self.cmd
+
+
+def gains_from_params(joints: Sequence[str], params: Mapping[str, object],
+                      defaults: Optional[Mapping[str, object]] = None) -> Dict[str, Gains]:
+    """Gains per joint from flat parameters named gains.<joint>.<name> (control_toolbox names)."""
+    out = {}
+    for joint in joints:
+        values = dict(defaults or {})
+        prefix = f"gains.{joint}."
+        for key, value in params.items():
+            if key.startswith(prefix):
+                values[key[len(prefix):]] = value
+        try:
+            out[joint] = Gains.from_mapping(values)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"gains.{joint}: {exc}") from exc
+    return out
