@@ -69,6 +69,20 @@ def _is_verified(path: Path) -> bool:
         return False
 
 
+_checksum_cache: dict = {}
+
+
+def model_checksum(path: PathLike) -> str:
+    """sha256 of a model file, computed once per file identity (size, mtime)."""
+    path = Path(path).resolve()
+    if path == default_model_path().resolve() and _is_verified(path):
+        return DEFAULT_MODEL_SHA256
+    key = (str(path), tuple(_file_identity(path).values()))
+    if key not in _checksum_cache:
+        _checksum_cache[key] = sha256_file(path)
+    return _checksum_cache[key]
+
+
 def ensure_default_model(progress: Callable[[str], None] = print) -> Path:
     """Assemble the bundled model into the cache (once) and return its verified path."""
     target = default_model_path()

@@ -1,0 +1,224 @@
+"""One llama.cpp context whose KV cache mirrors a token list exactly (llama-cpp-python, low level).
+
+The engine keeps `tokens`, the ids whose keys/values are in the context's KV cache, in order.
+`extend` appends (in small batches, optionally pausing between them), `truncate` rolls back, and
+`sync` makes the cache equal a target list while reusing the longest common prefix. `decide`
+evaluates a suffix, runs the constrained decision grammar greedily, then rolls the cache back to
+the prefix, so suffixes never pollute it.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence, Union
+
+import numpy as np
+
+from .grammar import DecisionGrammar, ParsedDecision
+from .model import load_llama, model_checksum, resolve_model_path
+
+STATE_MAGIC = b"CSRKV001"
+
+
+class ContextFullError(RuntimeError):
+    """The tokens to evaluate do not fit in the context window."""
+
+
+class StateFileError(RuntimeError):
+    """A saved KV state file is unreadable, truncated, or does not match this engine/state."""
+
+
+@dataclass
+class DecodeResult:
+    decision: ParsedDecision
+    tokens: List[int]          # every token of the decision text (chosen and grammar-fixed)
+    chosen: List[int]          # the tokens the model chose
+    text: str                  # the decision text after the scaffold
+    ttft_ms: float             # suffix evaluation + first choice
+    total_ms: float            # until the decision was complete
+    prefix_tokens: int         # cached prefix length the decision was made on
+    suffix_tokens: int
+
+
+def tokens_digest(tokens: Sequence[int]) -> str:
+    return hashlib.sha256(np.asarray(tokens, dtype=np.int32).tobytes()).hexdigest()
+
+
+class LlamaEngine:
+    """A llama.cpp context plus the exact token list its KV cache holds."""
+
+    def __init__(self, model_path: Union[str, Path, None] = None, *, n_ctx: int = 4096, n_threads: int = 1,
+                 n_batch: int = 256, name: str = "R1", llm=None):
+        self.model_path = resolve_model_path(model_path)
+        self.llm = llm if llm is not None else load_llama(self.model_path, n_ctx=n_ctx, n_threads=n_threads,
+                                                          n_batch=n_batch)
+        self.name = name
+        self.n_ctx = self.llm.n_ctx()
+        self.n_batch = n_batch
+        self.n_vocab = self.llm.n_vocab()
+        self.tokens: List[int] = []
+        self.llm._ctx.kv_cache_clear()
+
+    # --- tokenizer -------------------------------------------------------------------------
+    def tokenize(self, text: str, *, bos: bool = False) -> List[int]:
+        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=bos, special=True))
+
+    def tokenize_plain(self, text: str) -> List[int]:
+        """Tokenize text that must not be able to produce control tokens (sensor text)."""
+        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self.llm.detokenize(list(tokens)).decode("utf-8", errors="replace")
+
+    # --- KV cache --------------------------------------------------------------------------
+    def truncate(self, n: int) -> None:
+        if n < len(self.tokens):
+            self.llm._ctx.kv_cache_seq_rm(-1, n, -1)
+            del self.tokens[n:]
+
+    def extend(self, tokens: Sequence[int], *, batch: Optional[int] = None,
+               before_batch: Optional[Callable[[], None]] = None) -> None:
+        """Evaluate tokens after the current ones; `before_batch` may block to yield the CPU."""
+        if not tokens:
+            return
+        if len(self.tokens) + len(tokens) > self.n_ctx:
+            raise ContextFullError(f"{self.name}: {len(self.tokens)} + {len(tokens)} tokens exceed n_ctx={self.n_ctx}")
+        step = min(batch or self.n_batch, self.n_batch)
+        tokens = list(tokens)
+        for start in range(0, len(tokens), step):
+            if before_batch is not None:
+                before_batch()
+            piece = tokens[start:start + step]
+            self.llm._batch.set_batch(batch=piece, n_past=len(self.tokens), logits_all=False)
+            self.llm._ctx.decode(self.llm._batch)
+            self.tokens.extend(piece)
+
+    def sync(self, target: Sequence[int], **extend_args) -> int:
+        """Make the cache hold exactly `target`; returns how many tokens had to be evaluated."""
+        common = 0
+        limit = min(len(self.tokens), len(target))
+        while common < limit and self.tokens[common] == target[common]:
+            common += 1
+        self.truncate(common)
+        self.extend(target[common:], **extend_args)
+        return len(target) - common
+
+    def clear(self) -> None:
+        self.llm._ctx.kv_cache_clear()
+        self.tokens = []
+
+    def kv_positions(self) -> int:
+        """Number of positions llama.cpp holds for sequence 0 (max position + 1)."""
+        import llama_cpp
+        memory = llama_cpp.llama_get_memory(self.llm._ctx.ctx)
+        return int(llama_cpp.llama_memory_seq_pos_max(memory, 0)) + 1
+
+    def last_logits(self) -> np.ndarray:
+        pointer = self.llm._ctx.get_logits_ith(-1)
+        return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
+
+    # --- decisions -------------------------------------------------------------------------
+    def decide(self, suffix: Sequence[int], grammar: DecisionGrammar) -> DecodeResult:
+        """Evaluate the suffix on the cached prefix, decode a decision, roll back to the prefix."""
+        prefix_len = len(self.tokens)
+        start = time.perf_counter()
+        try:
+            self.extend(suffix)
+            run = grammar.start()
+            step = run.first()
+            ttft = None
+            while not step.done:
+                if step.feed:
+                    self.extend(step.feed)
+                token = run.pick(step, self.last_logits())
+                if ttft is None:
+                    ttft = time.perf_counter() - start
+                step = run.advance(token)
+        finally:
+            self.truncate(prefix_len)
+        total = time.perf_counter() - start
+        return DecodeResult(run.result, list(run.tokens), list(run.chosen), run.text,
+                            ttft * 1e3, total * 1e3, prefix_len, len(suffix))
+
+    # --- saved state -----------------------------------------------------------------------
+    def save_state(self, path: Union[str, Path], *, state_version: int) -> dict:
+        """Write the KV state, stamped with model checksum, state version and token list."""
+        import llama_cpp
+        size = llama_cpp.llama_state_get_size(self.llm._ctx.ctx)
+        buffer = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_get_data(self.llm._ctx.ctx, buffer, size)
+        stamp = {"model_sha256": model_checksum(self.model_path), "state_version": int(state_version),
+                 "n_tokens": len(self.tokens), "tokens_sha256": tokens_digest(self.tokens), "n_ctx": self.n_ctx}
+        header = json.dumps(stamp).encode()
+        token_bytes = np.asarray(self.tokens, dtype=np.int32).tobytes()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".part")
+        with open(partial, "wb") as handle:
+            handle.write(STATE_MAGIC + struct.pack("<IIQ", len(header), len(token_bytes), written))
+            handle.write(header)
+            handle.write(token_bytes)
+            handle.write(memoryview(buffer)[:written])
+        partial.replace(path)
+        return stamp
+
+    @staticmethod
+    def read_state_stamp(path: Union[str, Path]) -> dict:
+        with open(path, "rb") as handle:
+            return _read_header(handle, path)[0]
+
+    def load_state(self, path: Union[str, Path], *, state_version: int,
+                   expected_tokens: Optional[Sequence[int]] = None) -> dict:
+        """Restore a saved KV state; refuse it unless model, version and tokens all match."""
+        import llama_cpp
+        path = Path(path)
+        try:
+            with open(path, "rb") as handle:
+                stamp, token_len, data_len = _read_header(handle, path)
+                token_bytes = handle.read(token_len)
+                data = handle.read(data_len)
+        except OSError as err:
+            raise StateFileError(f"saved state {path}: cannot be read ({err.strerror})") from err
+        if len(token_bytes) != token_len or len(data) != data_len:
+            raise StateFileError(f"saved state {path}: truncated ({len(data)} of {data_len} state bytes)")
+        tokens = np.frombuffer(token_bytes, dtype=np.int32).tolist()
+        problems = []
+        if stamp.get("model_sha256") != model_checksum(self.model_path):
+            problems.append("it was saved with another model")
+        if stamp.get("state_version") != state_version:
+            problems.append(f"it covers state version {stamp.get('state_version')}, expected {state_version}")
+        if stamp.get("n_tokens") != len(tokens) or stamp.get("tokens_sha256") != tokens_digest(tokens):
+            problems.append("its token list is inconsistent")
+        if expected_tokens is not None and list(expected_tokens) != tokens:
+            problems.append(f"it covers {len(tokens)} tokens that differ from the {len(expected_tokens)} expected")
+        if len(tokens) > self.n_ctx:
+            problems.append(f"it holds {len(tokens)} tokens, more than n_ctx={self.n_ctx}")
+        if problems:
+            raise StateFileError(f"saved state {path} refused: " + "; ".join(problems))
+        buffer = (ctypes.c_uint8 * data_len).from_buffer_copy(data)
+        if llama_cpp.llama_state_set_data(self.llm._ctx.ctx, buffer, data_len) != data_len:
+            self.clear()
+            raise StateFileError(f"saved state {path}: llama.cpp rejected the state data")
+        self.tokens = tokens
+        return stamp
+
+    def close(self) -> None:
+        self.llm.close()
+
+
+def _read_header(handle, path):
+    head = handle.read(len(STATE_MAGIC) + 16)
+    if len(head) < len(STATE_MAGIC) + 16 or not head.startswith(STATE_MAGIC):
+        raise StateFileError(f"saved state {path}: not a CSR-LLM KV state file")
+    header_len, token_len, data_len = struct.unpack("<IIQ", head[len(STATE_MAGIC):])
+    raw = handle.read(header_len)
+    try:
+        stamp = json.loads(raw)
+    except ValueError as err:
+        raise StateFileError(f"saved state {path}: corrupt header") from err
+    return stamp, token_len, data_len

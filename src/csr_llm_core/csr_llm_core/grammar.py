@@ -1,0 +1,266 @@
+"""Token-level decision grammar compiled from the intent catalogue.
+
+A decision is generated as the JSON text
+    NAME", "args": {"a1": "enum_value", "a2": 0.35}}
+continuing the scaffold `{"intent": "` that ends the prompt suffix. The grammar is compiled once
+per catalogue into per-intent programs over token ids, so that:
+
+* at every free step only tokens the grammar allows can be chosen (greedy = argmax over the
+  allowed ids), whatever the prompt says: only catalogued intents with well-typed arguments can
+  come out;
+* text the grammar fixes (punctuation, argument names, the rest of a name once its first token
+  decides it) is never sampled: it is fed to the model in one batch when a later free choice needs
+  it ("jump-forward"), and not evaluated at all when nothing follows. With intents that differ at
+  their first token, a decision without arguments costs exactly one step: TTFT is the decision
+  latency.
+
+Each fixed piece of text is tokenized on its own, so the token sequence of a decision is canonical
+and identical whichever path (cached prefix or full recompute) produced the logits.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .catalogue import ArgumentSpec, IntentCatalogue, ParsedDecision
+
+Tokenize = Callable[[str], List[int]]
+
+MAX_INT_DIGITS = 6
+MAX_FRACTION_DIGITS = 3
+
+
+class _Trie:
+    """Token-sequence trie; `value` is set on the node that ends a complete sequence."""
+
+    def __init__(self):
+        self.children: Dict[int, "_Trie"] = {}
+        self.value: Optional[str] = None
+
+    def insert(self, tokens: Sequence[int], value: str) -> None:
+        node = self
+        for token in tokens:
+            node = node.children.setdefault(token, _Trie())
+        if node.value is not None or node.children:
+            raise ValueError(f"ambiguous token sequence for {value!r}")
+        node.value = value
+
+    def single_completion(self) -> Optional[Tuple[List[int], str]]:
+        """When exactly one sequence continues from here: its remaining tokens and value."""
+        node, rest = self, []
+        while node.value is None:
+            if len(node.children) != 1:
+                return None
+            (token, node), = node.children.items()
+            rest.append(token)
+        return rest, node.value
+
+
+@dataclass
+class Step:
+    """What the decoder needs next: evaluate `feed`, then pick one of `allowed` (or stop)."""
+    feed: List[int]
+    allowed: Optional[np.ndarray]  # None when the decision is complete
+
+    @property
+    def done(self) -> bool:
+        return self.allowed is None
+
+
+@dataclass
+class DecodeRun:
+    """One constrained decode; drive it with `first()` then `advance(chosen_token)`."""
+    grammar: "DecisionGrammar"
+    tokens: List[int] = field(default_factory=list)   # every token of the decision, in order
+    chosen: List[int] = field(default_factory=list)   # the tokens the model picked
+    _gen: Optional[Iterator] = None
+    _pending: List[int] = field(default_factory=list)
+    _text: List[str] = field(default_factory=list)
+    result: Optional[ParsedDecision] = None
+
+    def first(self) -> Step:
+        self._gen = self.grammar._program()
+        return self._next(None)
+
+    def advance(self, token: int) -> Step:
+        self.chosen.append(token)
+        return self._next(token)
+
+    def pick(self, step: Step, logits: np.ndarray) -> int:
+        """Greedy choice among the allowed tokens."""
+        allowed = step.allowed
+        return int(allowed[int(np.argmax(logits[allowed]))])
+
+    def _next(self, token: Optional[int]) -> Step:
+        try:
+            op = self._gen.send(token) if token is not None else next(self._gen)
+        except StopIteration as stop:
+            self.result = stop.value
+            self.tokens.extend(self._pending)
+            self._pending = []
+            return Step([], None)
+        forced, allowed = op
+        feed = self._pending + forced
+        self.tokens.extend(feed)
+        self._pending = []
+        return Step(feed, allowed)
+
+    def _defer(self, tokens: Sequence[int]) -> None:
+        self._pending.extend(tokens)
+
+    @property
+    def text(self) -> str:
+        return "".join(self._text)
+
+
+class DecisionGrammar:
+    """Compiles an IntentCatalogue against a tokenizer into per-intent token programs."""
+
+    def __init__(self, catalogue: IntentCatalogue, tokenize: Tokenize):
+        self.catalogue = catalogue
+        self.tokenize = tokenize
+        self._quote = self._tokens('"')
+        self._intents = _Trie()
+        for name in catalogue.names:
+            self._intents.insert(self._tokens(name) + self._quote, name)
+        self._enum_tries: Dict[Tuple[str, str], _Trie] = {}
+        self._digit_ids = {str(d): self._single(str(d)) for d in range(10)}
+        self._dot = self._single(".")
+        self._minus = self._single("-")
+        self._bool = _Trie()
+        self._bool.insert(self._tokens("true"), "true")
+        self._bool.insert(self._tokens("false"), "false")
+        for intent in catalogue.intents.values():
+            for arg in intent.arguments:
+                if arg.type == "string":
+                    trie = _Trie()
+                    for value in arg.enum:
+                        trie.insert(self._tokens(value) + self._quote, value)
+                    self._enum_tries[(intent.name, arg.name)] = trie
+        self._run: Optional[DecodeRun] = None
+
+    def _tokens(self, text: str) -> List[int]:
+        tokens = list(self.tokenize(text))
+        if not tokens:
+            raise ValueError(f"text {text!r} tokenizes to nothing")
+        return tokens
+
+    def _single(self, text: str) -> int:
+        tokens = self._tokens(text)
+        if len(tokens) != 1:
+            raise ValueError(f"the tokenizer splits {text!r}; numeric arguments need single-char tokens")
+        return tokens[0]
+
+    def start(self) -> DecodeRun:
+        self._run = DecodeRun(self)
+        return self._run
+
+    # The program is a generator: it yields (forced_tokens, allowed_ids) and receives the choice.
+    def _program(self):
+        run = self._run
+        intent = yield from self._choose(self._intents)
+        spec = self.catalogue[intent]
+        run._text.append(f'{intent}"')
+        values = {}
+        if not spec.arguments:
+            self._fixed(', "args": {}}')
+            return ParsedDecision(intent, {})
+        separator = ', "args": {'
+        for index, arg in enumerate(spec.arguments):
+            last = index == len(spec.arguments) - 1
+            closing = "}}" if last else ", "
+            if arg.type == "string":
+                self._fixed(f'{separator}"{arg.name}": "')
+                value = yield from self._choose(self._enum_tries[(intent, arg.name)])
+                run._text.append(f'{value}"')
+                self._fixed(closing)
+            elif arg.type == "bool":
+                self._fixed(f'{separator}"{arg.name}": ')
+                value = (yield from self._choose(self._bool)) == "true"
+                run._text.append("true" if value else "false")
+                self._fixed(closing)
+            else:
+                self._fixed(f'{separator}"{arg.name}": ')
+                value = yield from self._number(arg, closing)
+            values[arg.name] = value
+            separator = ""
+        return self.catalogue.validate(intent, values)
+
+    def _fixed(self, text: str) -> None:
+        self._run._text.append(text)
+        self._run._defer(self._tokens(text))
+
+    def _choose(self, trie: _Trie):
+        node = trie
+        while True:
+            completion = node.single_completion()
+            if completion is not None:
+                rest, value = completion
+                self._run._defer(rest)
+                return value
+            allowed = np.fromiter(node.children, dtype=np.int64)
+            token = yield (self._take_pending(), allowed)
+            node = node.children[token]
+
+    def _take_pending(self) -> List[int]:
+        pending, self._run._pending = self._run._pending, []
+        return pending
+
+    def _number(self, arg: ArgumentSpec, closing: str):
+        """Digits (optional sign, at most one '.', bounded length) until the closing token."""
+        closing_tokens = self._tokens(closing)
+        terminator, after = closing_tokens[0], closing_tokens[1:]
+        digits = np.array(list(self._digit_ids.values()), dtype=np.int64)
+        by_id = {v: k for k, v in self._digit_ids.items()}
+        text = ""
+        int_digits = frac_digits = 0
+        seen_dot = False
+        while True:
+            allowed = []
+            if not text and arg.minimum is not None and arg.minimum < 0:
+                allowed.append(self._minus)
+            if (seen_dot and frac_digits < MAX_FRACTION_DIGITS) or (not seen_dot and int_digits < MAX_INT_DIGITS):
+                allowed.extend(digits.tolist())
+            if arg.type == "float" and not seen_dot and int_digits > 0:
+                allowed.append(self._dot)
+            if int_digits > 0 and (not seen_dot or frac_digits > 0):
+                allowed.append(terminator)
+            token = yield (self._take_pending(), np.array(allowed, dtype=np.int64))
+            if token == terminator:
+                break
+            if token == self._minus:
+                text += "-"
+            elif token == self._dot:
+                text += "."
+                seen_dot = True
+            else:
+                text += by_id[token]
+                if seen_dot:
+                    frac_digits += 1
+                else:
+                    int_digits += 1
+        self._run._text.append(text + closing)
+        self._run._defer(after)
+        return json.loads(text) if arg.type == "float" else int(text)
+
+    def to_gbnf(self) -> str:
+        """The same grammar in llama.cpp GBNF (for remote llama.cpp/vLLM servers)."""
+        rules = ["root ::= " + " | ".join(f"intent-{i.replace('_', '-')}" for i in self.catalogue.names)]
+        for intent in self.catalogue.intents.values():
+            parts = [json.dumps(f'{intent.name}", "args": {{')]
+            for index, arg in enumerate(intent.arguments):
+                parts.append(json.dumps(f'{", " if index else ""}"{arg.name}": '))
+                if arg.type == "string":
+                    parts.append("(" + " | ".join(json.dumps(f'"{v}"') for v in arg.enum) + ")")
+                elif arg.type == "bool":
+                    parts.append('("true" | "false")')
+                elif arg.type == "int":
+                    parts.append('"-"? [0-9]{1,6}')
+                else:
+                    parts.append('"-"? [0-9]{1,6} ("." [0-9]{1,3})?')
+            parts.append(json.dumps("}}"))
+            rules.append(f"intent-{intent.name.replace('_', '-')} ::= " + " ".join(parts))
+        return "\n".join(rules) + "\n"
