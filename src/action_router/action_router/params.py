@@ -1,0 +1,194 @@
+"""Router parameters: defaults, config files, validation (plain module, no rclpy).
+
+Every parameter is a flat ROS 2 parameter of the router node (see config/action_router.yaml);
+the same names build a ``RouterConfig`` for the plain ``Router`` in tests and the benchmark.
+PID gains use control_toolbox names: ``gains.<joint>.{p,i,d,i_clamp_max,i_clamp_min,u_clamp_max,
+u_clamp_min,antiwindup_strategy}`` (plus ``tracking_time_constant``, ``error_deadband``).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional
+
+import yaml
+
+from .pid import Gains, gains_from_params
+
+DEFAULT_JOINTS = ["arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper"]
+
+# name -> default (type follows the default; lists of float are double arrays)
+DEFAULTS: Dict[str, Any] = {
+    "joints": list(DEFAULT_JOINTS),
+    "controller_name": "arm_controller",
+    "robot_id": "robot",
+    "autostart": False,
+    "control_hz": 1000.0,
+    "status_hz": 20.0,
+    "key_hz": 30.0,
+    "command_stamp": "now",              # "now" or "state" (stamp of the joint state used)
+    "zone": "corridor",
+    "zones": ["corridor", "warehouse", "door"],
+    "zone_thresholds": [0.85, 0.72, 0.80],
+    "default_threshold": 0.85,
+    "cache_enabled": True,
+    "horizon_s": 0.05,
+    "samples": 100,
+    "blend_s": 0.3,
+    "replan_error": 0.5,                 # rad: re-plan from the measured state above this error
+    "settle_tolerance": 0.05,            # rad: a trajectory sub-task is done when settled this close
+    "idle_hold": True,                   # after a task completes, hold the pose (else zero effort)
+    "position_min": [-3.0, -2.0, -2.6, -3.0, 0.0],
+    "position_max": [3.0, 2.0, 2.6, 3.0, 0.08],
+    "velocity_max": [1.5, 1.5, 2.0, 2.5, 0.2],
+    "effort_max": [40.0, 60.0, 35.0, 15.0, 25.0],
+    "base_max_linear": 0.5,
+    "base_max_angular": 1.0,
+    "grip_force_threshold": 15.0,
+    "grip_dwell_s": 0.2,
+    "temperature_limit": 70.0,
+    "temperature_hysteresis": 5.0,
+    "derate_gain_scale": 0.6,
+    "derate_limit_scale": 0.5,
+    "confidence_abs_tol": 5.0,
+    "confidence_rel_tol": 0.5,
+    "confidence_dwell_ticks": 50,
+    "low_confidence_limit_scale": 0.7,
+    "failsafe_clamp_persist_s": 0.25,
+    "failsafe_ramp_s": 0.2,
+    "state_timeout_s": 0.1,
+    "person_distance": 0.6,
+    "person_stop_distance": 0.3,
+    "proximity_hysteresis": 0.1,
+    "proximity_timeout_s": 1.0,
+    "slip_ratio": 1.8,
+    "slip_min_weight": 0.1,
+    "id_share": 0.1,
+    "encoder_weights_file": "",
+    "task_capacity": 512,
+    "learn_below": 0.95,
+    "miss_confirmations": 3,
+    "confirm_window_s": 30.0,
+    "subtasks_file": "",
+    "intents_file": "",
+}
+
+DEFAULT_GAINS: Dict[str, Dict[str, Any]] = {
+    "arm_shoulder_pan": {"p": 120.0, "i": 20.0, "d": 8.0},
+    "arm_shoulder_lift": {"p": 200.0, "i": 40.0, "d": 12.0},
+    "arm_elbow": {"p": 120.0, "i": 20.0, "d": 6.0},
+    "arm_wrist": {"p": 40.0, "i": 5.0, "d": 1.5},
+    "gripper": {"p": 400.0, "i": 0.0, "d": 10.0},
+}
+GAIN_FALLBACK = {"p": 50.0, "i": 0.0, "d": 2.0}
+GAIN_COMMON = {"i_clamp_max": 5.0, "i_clamp_min": -5.0, "antiwindup_strategy": "conditional_integration"}
+
+
+def repo_config_dir() -> Path:
+    """config/ of the workspace (env CSR_LLM_CONFIG_DIR overrides)."""
+    env = os.environ.get("CSR_LLM_CONFIG_DIR")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "config" / "intents.yaml").is_file():
+            return parent / "config"
+    return here.parents[3] / "config"
+
+
+def default_gain_params(joints: List[str]) -> Dict[str, Any]:
+    out = {}
+    for joint in joints:
+        g = dict(GAIN_COMMON)
+        g.update(DEFAULT_GAINS.get(joint, GAIN_FALLBACK))
+        for k, v in g.items():
+            out[f"gains.{joint}.{k}"] = v
+    return out
+
+
+@dataclass
+class RouterConfig:
+    params: Dict[str, Any]
+    joints: List[str]
+    gains: Dict[str, Gains]
+    subtasks: Dict[str, dict]
+    intent_sequences: Dict[str, List[str]]
+    argument_bindings: Dict[str, Dict[str, str]]
+    interrupts: Dict[str, dict]
+    unknown_scene: dict
+    intents: Dict[str, dict]          # config/intents.yaml catalogue
+
+    def __getitem__(self, name: str) -> Any:
+        return self.params[name]
+
+    def threshold(self, zone: str) -> Optional[float]:
+        zones = list(self.params["zones"])
+        if zone in zones:
+            return float(self.params["zone_thresholds"][zones.index(zone)])
+        return None
+
+
+def load_yaml(path: Path) -> dict:
+    with open(path, "r", encoding="utf-8") as f:
+        data = yaml.safe_load(f) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping")
+    return data
+
+
+def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
+    """Defaults <- overrides (flat parameter names) <- config files; validated."""
+    params = dict(DEFAULTS)
+    overrides = dict(overrides or {})
+    params.update({k: v for k, v in overrides.items() if not k.startswith("gains.")})
+    joints = [str(j) for j in params["joints"]]
+    if not joints or len(set(joints)) != len(joints):
+        raise ValueError("joints must be a non-empty list of distinct names")
+    n = len(joints)
+    for name in ("position_min", "position_max", "velocity_max", "effort_max"):
+        values = [float(v) for v in params[name]]
+        if len(values) != n:
+            raise ValueError(f"{name} needs one value per joint ({n}), got {len(values)}")
+        params[name] = values
+    if any(lo >= hi for lo, hi in zip(params["position_min"], params["position_max"])):
+        raise ValueError("position_min must be below position_max")
+    if any(v <= 0 for v in params["velocity_max"]) or any(v <= 0 for v in params["effort_max"]):
+        raise ValueError("velocity_max and effort_max must be > 0")
+    if len(params["zones"]) != len(params["zone_thresholds"]):
+        raise ValueError("zones and zone_thresholds need the same length")
+    if not float(params["control_hz"]) > 0 or not float(params["key_hz"]) > 0:
+        raise ValueError("control_hz and key_hz must be > 0")
+    if int(params["samples"]) < 2 or not float(params["horizon_s"]) > 0:
+        raise ValueError("samples >= 2 and horizon_s > 0")
+    gain_params = default_gain_params(joints)
+    gain_params.update({k: v for k, v in overrides.items() if k.startswith("gains.")})
+    gains = gains_from_params(joints, gain_params)
+    params.update(gain_params)
+    cfg_dir = repo_config_dir()
+    sub_path = Path(params["subtasks_file"] or cfg_dir / "router_subtasks.yaml")
+    int_path = Path(params["intents_file"] or cfg_dir / "intents.yaml")
+    sub = load_yaml(sub_path)
+    catalogue = load_yaml(int_path).get("intents", {}) or {}
+    subtasks = dict(sub.get("subtasks") or {})
+    sequences = {str(k): [str(s) for s in v] for k, v in (sub.get("intents") or {}).items()}
+    for intent, seq in sequences.items():
+        missing = [s for s in seq if s not in subtasks]
+        if missing:
+            raise ValueError(f"{sub_path}: intent {intent} uses unknown sub-tasks {missing}")
+        if not seq:
+            raise ValueError(f"{sub_path}: intent {intent} has no sub-tasks")
+    interrupts = dict(sub.get("interrupts") or {})
+    for name, spec in interrupts.items():
+        missing = [s for s in spec.get("subtasks", []) if s not in subtasks]
+        if missing or not spec.get("subtasks"):
+            raise ValueError(f"{sub_path}: interrupt {name} has unknown or no sub-tasks {missing}")
+        if spec.get("trigger", "proximity_below") != "proximity_below":
+            raise ValueError(f"{sub_path}: interrupt {name}: only proximity_below triggers exist")
+    unknown = dict(sub.get("unknown_scene") or {"subtasks": ["freeze"] if "freeze" in subtasks else []})
+    if not unknown.get("subtasks") or any(s not in subtasks for s in unknown["subtasks"]):
+        raise ValueError(f"{sub_path}: unknown_scene needs known sub-tasks")
+    return RouterConfig(params=params, joints=joints, gains=gains, subtasks=subtasks,
+                        intent_sequences=sequences,
+                        argument_bindings={str(k): dict(v) for k, v in (sub.get("argument_bindings") or {}).items()},
+                        interrupts=interrupts, unknown_scene=unknown, intents=dict(catalogue))
