@@ -17,5 +17,8 @@ setup(
     install_requires=["setuptools", "numpy", "PyYAML"],
     extras_require={"test": ["pytest", "hypothesis"]},
     zip_safe=False,
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": [
+        "router_node = action_router.router_node:main",
+        "router_bench = action_router.bench:main",
+    ]},
 )
