@@ -211,7 +211,7 @@ class GripMonitor:
         if force > self.threshold:  # NaN compares False: no grip
             if self.since is None:
                 self.since = now
-            return now - self.since >= self.dwell
+            return now - self.since >= self.dwell - 1e-9
         self.since = None
         return False
 

@@ -2,3 +2,9 @@
 from csr_llm_core.dds_env import localhost_dds_env
 
 localhost_dds_env()
+
+# Test helpers (router_rig.py) import by name under --import-mode=importlib.
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parent))

@@ -1,0 +1,54 @@
+"""Shared rig for router tests: a Router closed over the toy plant, stepped at 1 kHz."""
+from __future__ import annotations
+
+import numpy as np
+
+from action_router.params import make_config
+from action_router.plant import JointPlant
+from action_router.router import Router
+
+
+class Rig:
+    def __init__(self, faults=None, infos=None, plant=True, **overrides):
+        self.cfg = make_config(overrides)
+        self.faults = [] if faults is None else faults
+        self.infos = [] if infos is None else infos
+        self.router = Router(self.cfg, fault_report=lambda kind, text: self.faults.append((kind, text)),
+                             info_report=self.infos.append)
+        r = self.router
+        self.joints = r.joints
+        self.plant = JointPlant(r.n, gripper_index=r.joint_index.get("gripper")) if plant else None
+        if self.plant is not None and "gripper" in r.joint_index:
+            self.plant.q[r.joint_index["gripper"]] = 0.04  # open
+        self.now = 0.0
+        self.dt = 1.0 / float(self.cfg["control_hz"])
+        self.proximity = float("inf")
+        self.feed_wrench = True
+        self.history = []
+
+    def step(self, n: int = 1, record: bool = False):
+        r = self.router
+        for _ in range(n):
+            if self.plant is not None:
+                q, qd = self.plant.measure()
+                r.set_joint_state(self.joints, q, qd, [], now=self.now)
+                if self.feed_wrench:
+                    r.set_wrench([0.0, 0.0, self.plant.grip_force], now=self.now)
+            r.set_imu([0.0, 0.0, 9.80665], [0.0, 0.0, 0.0], now=self.now)
+            r.set_proximity(self.proximity, now=self.now)
+            r.tick(self.now)
+            if record:
+                self.history.append((self.now, r.effort.copy(), r.source, r.active_sub_task,
+                                     r.execution_state, dict(r.arbiter.sources)))
+            if self.plant is not None:
+                self.plant.step(r.effort)
+            self.now += self.dt
+        return r
+
+    def run_until(self, predicate, max_s: float = 10.0, record: bool = False):
+        end = self.now + max_s
+        while self.now < end:
+            self.step(record=record)
+            if predicate(self.router):
+                return True
+        return False

@@ -1,0 +1,119 @@
+"""PID: clamp and anti-windup behaviour on worked cases, control_toolbox semantics."""
+import math
+
+import numpy as np
+import pytest
+
+from action_router.pid import Gains, VectorPid, gains_from_params
+
+
+def run(pid, errors, dt=1.0):
+    cmds, iterms = [], []
+    for e in errors:
+        cmds.append(float(pid.compute(np.array([e]), np.array([0.0]), dt)[0]))
+        iterms.append(float(pid.i_term[0]))
+    return cmds, iterms
+
+
+def test_output_clamp_matches_control_toolbox_output_clamp_test():
+    # control_toolbox test_pid.cpp outputClampTest: p=1, back_calculation, u in [-1, 1]
+    pid = VectorPid([Gains(p=1.0, u_clamp_max=1.0, u_clamp_min=-1.0, antiwindup_strategy="back_calculation")])
+    cmds, _ = run(pid, [0.5, 1.0, 2.0, 10.0, 50.0, 100.0, -0.5, -1, -2, -10, -50, -100])
+    assert cmds == [0.5, 1.0, 1.0, 1.0, 1.0, 1.0, -0.5, -1.0, -1.0, -1.0, -1.0, -1.0]
+
+
+def test_no_output_clamp_with_infinite_limits():
+    pid = VectorPid([Gains(p=1.0, antiwindup_strategy="back_calculation")])
+    cmds, _ = run(pid, [0.5, 2.0, 100.0, -100.0])
+    assert cmds == [0.5, 2.0, 100.0, -100.0]
+
+
+@pytest.mark.parametrize("strategy", ["back_calculation", "conditional_integration", "none"])
+def test_zero_integral_gain_never_integrates(strategy):
+    pid = VectorPid([Gains(u_clamp_max=20.0, u_clamp_min=-20.0, antiwindup_strategy=strategy)])
+    cmds, iterms = run(pid, [-1.0, -1.0, -1.0, 10.0, 10.0, 10.0])
+    assert cmds == [0.0] * 6 and iterms == [0.0] * 6
+
+
+def test_none_winds_up_beyond_the_clamp():
+    # p=0, i=1, u in [-1, 1]: the integrator is updated after the command, and keeps growing
+    pid = VectorPid([Gains(i=1.0, u_clamp_max=1.0, u_clamp_min=-1.0, antiwindup_strategy="none")])
+    cmds, iterms = run(pid, [1, 1, 1, 1, -1, -1, -1, -1])
+    assert cmds == [0, 1, 1, 1, 1, 1, 1, 1]   # still saturated after the error reversed: windup
+    assert iterms == [1, 2, 3, 4, 3, 2, 1, 0]
+
+
+def test_conditional_integration_stops_integrating_while_saturated_in_the_same_direction():
+    pid = VectorPid([Gains(i=1.0, u_clamp_max=1.0, u_clamp_min=-1.0, antiwindup_strategy="conditional_integration")])
+    cmds, iterms = run(pid, [1, 1, 1, 1, -1, -1, -1])
+    assert iterms == [1, 2, 2, 2, 1, 0, -1]
+    assert cmds == [0, 1, 1, 1, 1, 1, 0]   # unwinds at once when the error changes sign
+
+
+def test_back_calculation_bleeds_the_integrator_by_the_saturation_excess():
+    pid = VectorPid([Gains(i=1.0, u_clamp_max=1.0, u_clamp_min=-1.0, antiwindup_strategy="back_calculation",
+                           tracking_time_constant=1.0)])
+    cmds, iterms = run(pid, [1, 1, 1, 1, -1, -1])
+    # i += dt*(i*e + (cmd - cmd_unsat)/Tt)
+    assert iterms == [1, 2, 2, 2, 0, -1]
+    assert cmds == [0, 1, 1, 1, 1, 0]
+
+
+def test_back_calculation_default_tracking_time_constant():
+    g = Gains(p=2.0, i=4.0, d=0.0, antiwindup_strategy="back_calculation")
+    assert VectorPid([g]).trk_inv[0] == pytest.approx(4.0 / 2.0)          # Tt = p / i
+    g = Gains(p=2.0, i=4.0, d=1.0, antiwindup_strategy="back_calculation")
+    assert VectorPid([g]).trk_inv[0] == pytest.approx(1.0 / math.sqrt(1.0 / 4.0))  # Tt = sqrt(d / i)
+
+
+def test_i_clamp_bounds_the_integral_term():
+    pid = VectorPid([Gains(i=1.0, i_clamp_max=0.5, i_clamp_min=-0.25, antiwindup_strategy="none")])
+    _, iterms = run(pid, [1, 1, -1, -1, -1])
+    assert iterms == [0.5, 0.5, -0.25, -0.25, -0.25]
+
+
+def test_p_i_d_terms_and_error_dot():
+    pid = VectorPid([Gains(p=2.0, i=0.5, d=0.1, antiwindup_strategy="none")])
+    u = pid.compute(np.array([1.0]), np.array([3.0]), 0.01)
+    assert u[0] == pytest.approx(2.0 + 0.0 + 0.3)       # i_term enters from the next step
+    u = pid.compute(np.array([1.0]), np.array([0.0]), 0.01)
+    assert u[0] == pytest.approx(2.0 + 0.5 * 0.01)
+
+
+def test_zero_dt_returns_the_previous_command_unchanged():
+    pid = VectorPid([Gains(p=1.0, i=1.0, antiwindup_strategy="none")])
+    first = pid.compute(np.array([2.0]), np.array([0.0]), 0.1).copy()
+    i_before = pid.i_term.copy()
+    again = pid.compute(np.array([50.0]), np.array([0.0]), 0.0)
+    assert again[0] == first[0] and pid.i_term[0] == i_before[0]
+
+
+def test_nonfinite_error_gives_zero_for_that_joint_only_and_keeps_state():
+    pid = VectorPid([Gains(p=1.0, i=1.0, antiwindup_strategy="none")] * 2)
+    pid.compute(np.array([1.0, 1.0]), np.zeros(2), 1.0)
+    u = pid.compute(np.array([np.nan, 1.0]), np.array([0.0, np.inf]), 1.0)
+    assert list(u) == [0.0, 0.0] and list(pid.nonfinite) == [True, True]
+    assert pid.i_term[0] == 1.0
+    u = pid.compute(np.array([1.0, 1.0]), np.zeros(2), 1.0)
+    assert np.all(np.isfinite(u))
+
+
+def test_output_limits_narrow_to_execution_layer_limit():
+    pid = VectorPid([Gains(p=100.0, u_clamp_max=50.0, u_clamp_min=-50.0, antiwindup_strategy="none")])
+    pid.set_output_limits(np.array([10.0]))
+    assert pid.compute(np.array([1.0]), np.zeros(1), 0.001)[0] == 10.0 and pid.clamped[0]
+    pid.set_output_limits(np.array([80.0]))
+    assert pid.compute(np.array([1.0]), np.zeros(1), 0.001)[0] == 50.0
+
+
+def test_gains_from_ros2_control_parameter_names():
+    params = {"gains.j1.p": 3.0, "gains.j1.i": 1.0, "gains.j1.d": 0.5, "gains.j1.i_clamp_max": 2.0,
+              "gains.j1.i_clamp_min": -2.0, "gains.j1.u_clamp_max": 9.0, "gains.j1.u_clamp_min": -9.0,
+              "gains.j1.antiwindup_strategy": "back_calculation"}
+    g = gains_from_params(["j1"], params)["j1"]
+    assert (g.p, g.i, g.d, g.i_clamp_max, g.i_clamp_min, g.u_clamp_max, g.u_clamp_min, g.antiwindup_strategy) == \
+        (3.0, 1.0, 0.5, 2.0, -2.0, 9.0, -9.0, "back_calculation")
+    with pytest.raises(ValueError):
+        gains_from_params(["j1"], {"gains.j1.antiwindup_strategy": "magic"})
+    with pytest.raises(ValueError):
+        gains_from_params(["j1"], {"gains.j1.u_clamp_max": -1.0, "gains.j1.u_clamp_min": 1.0})
