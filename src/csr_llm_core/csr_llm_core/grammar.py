@@ -87,6 +87,7 @@ class DecodeRun:
 
     def advance(self, token: int) -> Step:
         self.chosen.append(token)
+        self._pending.append(token)     # the model must see its own choice before the next one
         return self._next(token)
 
     def pick(self, step: Step, logits: np.ndarray) -> int:
@@ -222,7 +223,9 @@ class DecisionGrammar:
             allowed = []
             if not text and arg.minimum is not None and arg.minimum < 0:
                 allowed.append(self._minus)
-            if (seen_dot and frac_digits < MAX_FRACTION_DIGITS) or (not seen_dot and int_digits < MAX_INT_DIGITS):
+            leading_zero = not seen_dot and text.lstrip("-") == "0"   # no "007": the text stays JSON
+            if (seen_dot and frac_digits < MAX_FRACTION_DIGITS) or \
+                    (not seen_dot and int_digits < MAX_INT_DIGITS and not leading_zero):
                 allowed.extend(digits.tolist())
             if arg.type == "float" and not seen_dot and int_digits > 0:
                 allowed.append(self._dot)
@@ -244,7 +247,7 @@ class DecisionGrammar:
                     int_digits += 1
         self._run._text.append(text + closing)
         self._run._defer(after)
-        return json.loads(text) if arg.type == "float" else int(text)
+        return float(text) if arg.type == "float" else int(text)
 
     def to_gbnf(self) -> str:
         """The same grammar in llama.cpp GBNF (for remote llama.cpp/vLLM servers)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -144,6 +145,30 @@ def check_model_file(path: PathLike) -> None:
         raise ModelFileError(path, f"is not a GGUF file (starts with {magic!r}, expected {GGUF_MAGIC!r})")
 
 
+_LLAMA_LEVELS = {2: logging.WARNING, 3: logging.ERROR}   # ggml: 1 info, 2 warn, 3 error, 4 debug, 5 cont
+_llama_log_callback = None
+
+
+def route_llama_logs() -> None:
+    """Send llama.cpp's C-level log lines to Python logging instead of stderr (once per process)."""
+    global _llama_log_callback
+    if _llama_log_callback is not None:
+        return
+    import ctypes
+
+    import llama_cpp
+    logger = logging.getLogger("csr_llm.llama_cpp")
+
+    @llama_cpp.llama_log_callback
+    def callback(level, text, user_data):
+        message = text.decode("utf-8", errors="replace").rstrip()
+        if message:
+            logger.log(_LLAMA_LEVELS.get(level, logging.DEBUG), message)
+
+    _llama_log_callback = callback
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+
+
 def load_llama(model_path: Optional[PathLike] = None, *, n_ctx: int = 4096, n_threads: int = 1,
                n_batch: int = 512, seed: int = 0, **kwargs):
     """A llama_cpp.Llama on the given (or default) model, with an explicit thread count.
@@ -156,6 +181,7 @@ def load_llama(model_path: Optional[PathLike] = None, *, n_ctx: int = 4096, n_th
         from llama_cpp import Llama
     except ImportError as err:
         raise ModelFileError(path, "llama-cpp-python is not installed (run `make setup`)") from err
+    route_llama_logs()
     try:
         return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
                      n_batch=n_batch, seed=seed, verbose=False, **kwargs)

@@ -1,0 +1,59 @@
+"""Engine over a real llama.cpp context: exact KV bookkeeping, reuse equals recompute, rollback."""
+import pytest
+
+from csr_llm_core.engine import ContextFullError
+from csr_llm_core.grammar import DecisionGrammar
+from csr_llm_core.prompt import chunk_line
+
+from csr_llm_core.synthetic import chunk_text
+
+
+def build_prefix(engine, template, catalogue, target_tokens):
+    """Head + chunks appended one by one (the CSR path); returns the token list."""
+    engine.clear()
+    tokens = engine.tokenize(template.head_text(catalogue), bos=True)
+    engine.extend(tokens)
+    seq = 0
+    while len(tokens) < target_tokens:
+        piece = engine.tokenize_plain(chunk_line(chunk_text(seq)))
+        engine.extend(piece)
+        tokens += piece
+        seq += 1
+    return tokens
+
+
+def test_kv_cache_holds_exactly_the_concatenated_chunk_tokens(engines, template, catalogue):
+    engine = engines[0]
+    tokens = build_prefix(engine, template, catalogue, 600)
+    assert engine.tokens == tokens
+    assert engine.kv_positions() == len(tokens)
+    engine.truncate(400)
+    assert engine.tokens == tokens[:400] and engine.kv_positions() == 400
+    evaluated = engine.sync(tokens)
+    assert evaluated == len(tokens) - 400
+    assert engine.tokens == tokens and engine.kv_positions() == len(tokens)
+
+
+@pytest.mark.parametrize("prefix_len", [400, 1200, 2600])
+def test_decision_through_cached_prefix_equals_full_recompute(engines, template, catalogue, prefix_len):
+    cached, fresh = engines
+    grammar = DecisionGrammar(catalogue, cached.tokenize_plain)
+    prefix = build_prefix(cached, template, catalogue, prefix_len)
+    suffix = cached.tokenize(template.suffix_text("open_door", 1))
+    csr = cached.decide(suffix, grammar)
+    assert cached.tokens == prefix and cached.kv_positions() == len(prefix)   # suffix rolled back
+    fresh.clear()
+    full = fresh.decide(prefix + suffix, grammar)
+    assert fresh.tokens == []
+    assert csr.tokens == full.tokens, (csr.text, full.text)
+    assert csr.decision == full.decision
+    assert csr.decision.intent in catalogue
+
+
+def test_context_overflow_is_refused_before_touching_the_cache(engines):
+    engine = engines[0]
+    engine.clear()
+    engine.extend([2] + [100] * 10)
+    with pytest.raises(ContextFullError, match="exceed n_ctx"):
+        engine.extend([100] * engine.n_ctx)
+    assert engine.tokens == [2] + [100] * 10 and engine.kv_positions() == 11
