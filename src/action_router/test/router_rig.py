@@ -24,6 +24,8 @@ class Rig:
         self.dt = 1.0 / float(self.cfg["control_hz"])
         self.proximity = float("inf")
         self.feed_wrench = True
+        self.imu_acc = [0.0, 0.0, 9.80665]
+        self.imu_gyro = [0.0, 0.0, 0.0]
         self.history = []
 
     def step(self, n: int = 1, record: bool = False):
@@ -34,7 +36,7 @@ class Rig:
                 r.set_joint_state(self.joints, q, qd, [], now=self.now)
                 if self.feed_wrench:
                     r.set_wrench([0.0, 0.0, self.plant.grip_force], now=self.now)
-            r.set_imu([0.0, 0.0, 9.80665], [0.0, 0.0, 0.0], now=self.now)
+            r.set_imu(self.imu_acc, self.imu_gyro, now=self.now)
             r.set_proximity(self.proximity, now=self.now)
             r.tick(self.now)
             if record:
