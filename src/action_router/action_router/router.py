@@ -856,6 +856,8 @@ class Router:
             self.cmd_vx = self.cmd_wz = 0.0
         self.effort_limit[:] = limit
         self.source = src
+        for g in sources:   # one source per actuator group, whatever changed during the tick
+            sources[g] = src
         with self._key_lock:
             self._eff_acc += np.abs(eff) / np.maximum(limit, 1e-9)
             self._eff_count += 1
