@@ -81,6 +81,7 @@ class RouterNode(LifecycleNode):
         self._pubs: Dict[str, Any] = {}
         self._control_timer = None
         self._aux_timers: List[Any] = []
+        self._cancelled_timers: List[Any] = []
         self._tick_times: List[float] = []
         self._loop_hz = 0.0
         self._loop_window_start = 0.0
@@ -169,13 +170,18 @@ class RouterNode(LifecycleNode):
         self.get_logger().info(f"active: control loop at {hz:g} Hz")
         return ret
 
-    def _stop_timers(self) -> None:
+    def _stop_timers(self, destroy: bool = False) -> None:
+        """Cancel the timers (destroyed only at cleanup/shutdown: the executor may still hold them)."""
         for t in [self._control_timer] + self._aux_timers:
             if t is not None:
                 t.cancel()
-                self.destroy_timer(t)
+                self._cancelled_timers.append(t)
         self._control_timer = None
         self._aux_timers = []
+        if destroy:
+            for t in self._cancelled_timers:
+                self.destroy_timer(t)
+            self._cancelled_timers = []
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
         with self._lock:
@@ -202,7 +208,7 @@ class RouterNode(LifecycleNode):
         return super().on_shutdown(state)
 
     def _teardown(self) -> None:
-        self._stop_timers()
+        self._stop_timers(destroy=True)
         for s in self._subs:
             self.destroy_subscription(s)
         self._subs = []
@@ -351,22 +357,40 @@ class RouterNode(LifecycleNode):
 
 
 def main(args: Optional[List[str]] = None) -> int:
-    rclpy.init(args=args)
+    """Run the router; SIGINT/SIGTERM deactivate it (zero effort) before shutting down in order."""
+    import signal
+
+    from rclpy.signals import SignalHandlerOptions
+
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = RouterNode()
     executor = MultiThreadedExecutor(num_threads=3)
     executor.add_node(node)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+
+    def spin() -> None:
+        try:
+            executor.spin()
+        except (ExternalShutdownException, Exception):  # noqa: BLE001 - torn down during shutdown
+            if not stop.is_set():
+                stop.set()
+
+    thread = threading.Thread(target=spin, name="router-spin", daemon=True)
+    thread.start()
     node.maybe_autostart()
     try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        while not stop.wait(0.2):
+            pass
     finally:
         try:
             if node._active:
-                node.trigger_deactivate()
-        except Exception:  # noqa: BLE001 - best effort on the way out
-            pass
+                node.trigger_deactivate()  # zero effort while the context is still valid
+        except Exception as exc:  # noqa: BLE001 - best effort on the way out
+            print(f"action_router: deactivate on exit failed: {exc}", file=sys.stderr)
         executor.shutdown(timeout_sec=2.0)
+        thread.join(timeout=5.0)
         node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()

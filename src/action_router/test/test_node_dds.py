@@ -1,0 +1,134 @@
+"""The router node over real DDS: the router runs in its own process at 1 kHz, this process publishes
+joint states at ~1 kHz; commands flow; lifecycle transitions behave (deactivate -> zero effort and
+silence, activate -> commands again); bad input is counted and the node stays up."""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+from lifecycle_msgs.msg import State as LcState, Transition
+from lifecycle_msgs.srv import ChangeState, GetState
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
+from csr_llm_core.spin import spinning
+
+REPO = Path(__file__).resolve().parents[3]
+JOINTS = ["arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper"]
+
+
+def wait_for(pred, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def run_checks(node, efforts, motors, statuses, js_pub, dec_pub, get_state, change):
+    assert get_state.wait_for_service(timeout_sec=30), "router lifecycle services never appeared"
+    assert wait_for(lambda: len(efforts) > 200, 20), "no effort commands from the router"
+    state = get_state.call(GetState.Request())
+    assert state.current_state.id == LcState.PRIMARY_STATE_ACTIVE
+
+    # a decision: the router holds the arm; the command stamp echoes our joint state stamps
+    assert wait_for(lambda: dec_pub.get_subscription_count() > 0, 10)
+    dec_pub.publish(Decision(intent="hold_position"))
+    assert wait_for(lambda: motors and motors[-1][1].sub_task == "hold", 10)
+    m = motors[-1][1]
+    assert m.source == MotorCommand.SOURCE_TASK and m.header.stamp.sec > 0
+    assert len(efforts[-1][1]) == 5 and all(abs(v) <= lim for v, lim in zip(m.effort, m.effort_limit))
+    # bad input: counted, logged once, the node stays up
+    dec_pub.publish(Decision(intent="dance"))
+    js_pub.publish(JointState(name=["arm_elbow"], position=[float("nan")]))
+    ok = wait_for(lambda: statuses and statuses[-1].input_faults >= 2, 10)
+    assert ok, (statuses[-1] if statuses else "no status")
+    assert wait_for(lambda: statuses[-1].active_intent == "hold_position" and statuses[-1].loop_hz > 0, 5), \
+        statuses[-1]
+
+    # deactivate: the control timer stops after one zero-effort command
+    req = ChangeState.Request()
+    req.transition.id = Transition.TRANSITION_DEACTIVATE
+    assert change.call(req).success
+    time.sleep(0.3)
+    n = len(efforts)
+    last = efforts[-1][1]
+    time.sleep(0.7)
+    assert len(efforts) == n, "commands kept flowing while inactive"
+    assert last == [0.0] * 5
+    assert motors[-1][1].execution_state == MotorCommand.EXEC_STOPPED
+    assert get_state.call(GetState.Request()).current_state.id == LcState.PRIMARY_STATE_INACTIVE
+    # activate again: commands flow again
+    req.transition.id = Transition.TRANSITION_ACTIVATE
+    assert change.call(req).success
+    assert wait_for(lambda: len(efforts) > n + 200, 10)
+    # commands arrive at close to the control rate (count over one second)
+    t_end = efforts[-1][0]
+    recent = sum(1 for t, _ in efforts if t > t_end - 1.0)
+    assert recent > 200
+
+
+def test_router_node_across_processes_at_1khz():
+    env = dict(os.environ)
+    cmd = [sys.executable, "-m", "action_router.router_node", "--ros-args",
+           "--params-file", str(REPO / "config" / "action_router.yaml"),
+           "-p", "autostart:=true", "-p", "command_stamp:=state", "-r", "__node:=router_under_test"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    efforts, motors, statuses = [], [], []
+    stop = threading.Event()
+    try:
+        with spinning(num_threads=3) as sp:
+            node = sp.create(Node, "router_dds_peer")
+            qos = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+            node.create_subscription(Float64MultiArray, "arm_controller/commands",
+                                     lambda m: efforts.append((time.monotonic(), list(m.data))), qos)
+            node.create_subscription(MotorCommand, "motor_command", lambda m: motors.append((time.monotonic(), m)), qos)
+            node.create_subscription(RouterStatus, "router_status", statuses.append, qos)
+            js_pub = node.create_publisher(JointState, "joint_states", qos)
+            dec_pub = node.create_publisher(Decision, "decision", qos)
+            get_state = node.create_client(GetState, "router_under_test/get_state")
+            change = node.create_client(ChangeState, "router_under_test/change_state")
+            sent = [0]
+
+            def publish_states():
+                msg = JointState(name=JOINTS, position=[0.0] * 5, velocity=[0.0] * 5)
+                next_t = time.monotonic()
+                while not stop.is_set():
+                    msg.header.stamp = node.get_clock().now().to_msg()
+                    js_pub.publish(msg)
+                    sent[0] += 1
+                    next_t += 0.001
+                    delay = next_t - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+                    else:
+                        next_t = time.monotonic()
+
+            pub_thread = threading.Thread(target=publish_states, daemon=True)
+            pub_thread.start()
+            try:
+                run_checks(node, efforts, motors, statuses, js_pub, dec_pub, get_state, change)
+            finally:
+                stop.set()
+                pub_thread.join(timeout=2)
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        out = proc.stdout.read() if proc.stdout else ""
+        print(out[-5000:])
+    assert "active: control loop at 1000 Hz" in out, out[-3000:]
+    assert out.count("decision_unknown_intent") == 1, out[-3000:]
+    assert out.count("joint_state_nonfinite") == 1, out[-3000:]
