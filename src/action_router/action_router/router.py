@@ -262,6 +262,7 @@ class Router:
         self.grip_done_count = 0
         self.derate_count = 0
         self.failsafe_count = 0
+        self.subtasks_completed = 0
         # outputs (valid after tick)
         self.effort = np.zeros(n)
         self.effort_limit = self.effort_max.copy()
@@ -900,6 +901,7 @@ class Router:
                 return
             done = True
         if done:
+            self.subtasks_completed += 1
             if frame.source == SOURCE_TASK and frame.start_key is not None \
                     and frame.matched_sim < float(self.cfg["learn_below"]):
                 self.task_layer.insert(frame.start_key, st.index, frame.intent_index, frame.index, now=now)
