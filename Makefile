@@ -62,3 +62,12 @@ clean-venv:
 bench-router: setup
 	@mkdir -p build/bench
 	$(PY) -m action_router.bench --out build/bench/router.json
+
+.PHONY: bench-ttft bench-asr
+bench-ttft: setup
+	@mkdir -p build/bench
+	$(PY) -m csr_llm_core.bench_ttft --out build/bench/ttft.json
+
+bench-asr: setup
+	@mkdir -p build/bench
+	$(PY) -m csr_llm_core.bench_asr --out build/bench/asr.json --plot build/bench/asr.png

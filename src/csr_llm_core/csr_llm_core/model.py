@@ -145,7 +145,7 @@ def check_model_file(path: PathLike) -> None:
         raise ModelFileError(path, f"is not a GGUF file (starts with {magic!r}, expected {GGUF_MAGIC!r})")
 
 
-_LLAMA_LEVELS = {2: logging.WARNING, 3: logging.ERROR}   # ggml: 1 info, 2 warn, 3 error, 4 debug, 5 cont
+_LLAMA_LEVELS = {3: logging.WARNING, 4: logging.ERROR}   # ggml: 1 debug, 2 info, 3 warn, 4 error, 5 cont
 _llama_log_callback = None
 
 

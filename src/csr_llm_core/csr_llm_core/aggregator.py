@@ -1,0 +1,149 @@
+"""Sensor aggregation: topics become StateChunk texts with a gap-free sequence number.
+
+Event topics (std_msgs/String) become a chunk at once. Continuous topics keep their latest
+sample and become one compact, deterministic summary line per `period` seconds, and only when a
+value moved by more than the topic's `threshold` since the last summary, so a 1 kHz topic cannot
+flood the prompt. Periods are measured on the samples' own time (sim time under use_sim_time),
+not on a wall-clock timer: the chunks are a function of the input stream, so a replayed bag
+yields the same chunks. Node modules convert ROS messages to the plain samples used here.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+KIND_EVENT = 0
+KIND_CONTINUOUS = 1
+TOPIC_TYPES = ("joint_states", "imu", "odometry", "temperature", "wrench", "event")
+_SPACES = re.compile(r"\s+")
+
+
+class SampleError(ValueError):
+    """A sample cannot be summarised (non-finite value, wrong lengths, empty event)."""
+
+
+@dataclass
+class TopicSpec:
+    topic: str
+    type: str
+    period: float = 1.0          # s between summaries of a continuous topic
+    threshold: float = 0.02      # minimum change (in the topic's units) that is worth a summary
+
+    @property
+    def kind(self) -> int:
+        return KIND_EVENT if self.type == "event" else KIND_CONTINUOUS
+
+
+@dataclass
+class ChunkOut:
+    seq: int
+    stamp: float
+    source_topic: str
+    kind: int
+    text: str
+
+
+@dataclass
+class _TopicState:
+    spec: TopicSpec
+    latest: Optional[Tuple[float, ...]] = None
+    latest_text: str = ""
+    emitted: Optional[Tuple[float, ...]] = None
+    last_emit: float = -math.inf
+    extra: Dict[str, float] = field(default_factory=dict)   # per-frame values (motor temperatures)
+
+
+def _finite(values: Sequence[float], what: str) -> Tuple[float, ...]:
+    out = tuple(float(v) for v in values)
+    if not all(math.isfinite(v) for v in out):
+        raise SampleError(f"non-finite {what}")
+    return out
+
+
+def _fmt(values: Sequence[float], digits: int = 2) -> str:
+    return ",".join(f"{v:.{digits}f}" for v in values)
+
+
+def summarize_joint_states(sample: Mapping) -> Tuple[Tuple[float, ...], str]:
+    names, position = list(sample["name"]), list(sample["position"])
+    velocity = list(sample.get("velocity") or [])
+    if len(names) != len(position) or (velocity and len(velocity) != len(names)):
+        raise SampleError(f"{len(names)} names but {len(position)} positions / {len(velocity)} velocities")
+    pos = _finite(position, "joint position")
+    vel = _finite(velocity, "joint velocity") if velocity else ()
+    parts = [f"{n}={p:.2f}" for n, p in zip(names, pos)]
+    moving = max((abs(v) for v in vel), default=0.0)
+    text = "joints[rad] " + " ".join(parts) + (f"; max speed {moving:.2f} rad/s" if moving >= 0.01 else "; still")
+    return pos + (round(moving, 2),), text
+
+
+def summarize_imu(sample: Mapping) -> Tuple[Tuple[float, ...], str]:
+    acc = _finite(sample["linear_acceleration"], "acceleration")
+    gyro = _finite(sample["angular_velocity"], "angular velocity")
+    return acc + gyro, f"acc[m/s2]=({_fmt(acc, 1)}) gyro[rad/s]=({_fmt(gyro, 2)})"
+
+
+def summarize_odometry(sample: Mapping) -> Tuple[Tuple[float, ...], str]:
+    x, y, yaw = _finite((sample["x"], sample["y"], sample["yaw"]), "pose")
+    v, w = _finite((sample["v"], sample["w"]), "twist")
+    return (x, y, yaw, v, w), f"x={x:.2f} y={y:.2f} m yaw={yaw:.2f} rad v={v:.2f} m/s w={w:.2f} rad/s"
+
+
+def summarize_wrench(sample: Mapping) -> Tuple[Tuple[float, ...], str]:
+    force = _finite(sample["force"], "force")
+    norm = math.sqrt(sum(f * f for f in force))
+    return (norm,), f"grip force {norm:.1f} N"
+
+
+SUMMARIZERS: Dict[str, Callable[[Mapping], Tuple[Tuple[float, ...], str]]] = {
+    "joint_states": summarize_joint_states, "imu": summarize_imu, "odometry": summarize_odometry,
+    "wrench": summarize_wrench,
+}
+
+
+class Aggregator:
+    def __init__(self, specs: Sequence[TopicSpec], *, max_event_chars: int = 300, first_seq: int = 0):
+        self.topics: Dict[str, _TopicState] = {}
+        for spec in specs:
+            if spec.type not in TOPIC_TYPES:
+                raise ValueError(f"topic {spec.topic}: type must be one of {TOPIC_TYPES}, got {spec.type!r}")
+            if spec.period <= 0 or spec.threshold < 0:
+                raise ValueError(f"topic {spec.topic}: period must be > 0 and threshold >= 0")
+            self.topics[spec.topic] = _TopicState(spec)
+        self.max_event_chars = max_event_chars
+        self.next_seq = first_seq
+
+    def _chunk(self, topic: str, kind: int, stamp: float, body: str) -> ChunkOut:
+        chunk = ChunkOut(self.next_seq, stamp, topic, kind, f"[{stamp:.2f}s] {topic}: {body}")
+        self.next_seq += 1
+        return chunk
+
+    def on_event(self, topic: str, text: str, stamp: float) -> ChunkOut:
+        """An event becomes a chunk at once (whitespace collapsed, length bounded)."""
+        body = _SPACES.sub(" ", text or "").strip()
+        if not body:
+            raise SampleError("empty event text")
+        if len(body) > self.max_event_chars:
+            body = body[: self.max_event_chars] + " [truncated]"
+        return self._chunk(topic, KIND_EVENT, stamp, body)
+
+    def on_sample(self, topic: str, sample: Mapping, stamp: float) -> Optional[ChunkOut]:
+        """Record a continuous sample; returns a summary chunk when one is due and worth it."""
+        state = self.topics[topic]
+        if state.spec.type == "temperature":
+            temperature = _finite([sample["temperature"]], "temperature")[0]
+            state.extra[str(sample.get("frame_id") or "motor")] = temperature
+            values = tuple(state.extra[k] for k in sorted(state.extra))
+            text = "motor temperatures[C] " + " ".join(f"{k}={state.extra[k]:.1f}" for k in sorted(state.extra))
+        else:
+            values, text = SUMMARIZERS[state.spec.type](sample)
+        state.latest, state.latest_text = values, text
+        if stamp - state.last_emit < state.spec.period:
+            return None
+        if state.emitted is not None and len(state.emitted) == len(values) and \
+                max(abs(a - b) for a, b in zip(values, state.emitted)) < state.spec.threshold:
+            return None
+        state.emitted, state.last_emit = values, stamp
+        return self._chunk(topic, KIND_CONTINUOUS, stamp, text)

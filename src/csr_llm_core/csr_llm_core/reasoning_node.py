@@ -1,0 +1,229 @@
+"""Reasoning node: StateChunk stream -> CSR token store (+ ASR) -> Decision at decision_hz and on events."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
+
+from std_msgs.msg import String
+
+from csr_llm_msgs.msg import CsrStatus, Decision, IntentArgument, RouterStatus, StateChunk
+
+from .catalogue import IntentCatalogue
+from .csr_state import ChunkRejected
+from .engine import LlamaEngine, StateFileError
+from .model import ModelFileError, default_cache_dir
+from .node_util import run_node
+from .paths import config_file
+from .prompt import PromptTemplate
+from .reasoner import Reasoner, ReasonerConfig
+
+RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+_ARG_TYPES = {bool: IntentArgument.TYPE_BOOL, int: IntentArgument.TYPE_INT, float: IntentArgument.TYPE_FLOAT,
+              str: IntentArgument.TYPE_STRING}
+
+
+def to_arguments(values: dict):
+    out = []
+    for name, value in values.items():
+        arg = IntentArgument(name=name, type=_ARG_TYPES[type(value)])
+        if isinstance(value, bool):
+            arg.bool_value = value
+        elif isinstance(value, int):
+            arg.int_value = value
+        elif isinstance(value, float):
+            arg.float_value = value
+        else:
+            arg.string_value = value
+        out.append(arg)
+    return out
+
+
+class ReasoningNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("reasoning", **kwargs)
+        p = self.declare_parameter
+        tau_mem = p("tau_mem", 4096).value
+        mode = p("mode", "asr").value
+        n_ctx = p("n_ctx", 0).value or int(tau_mem * 1.5) + 256
+        threads = (p("n_threads_primary", 1).value, p("n_threads_secondary", 1).value)
+        model_path = p("model_path", "").value
+        self.decision_hz = float(p("decision_hz", 2.0).value)
+        self.status_hz = float(p("status_hz", 2.0).value)
+        intents_file = p("intents_file", "").value or str(config_file("intents.yaml"))
+        prompt_file = p("prompt_file", "").value or str(config_file("prompt.yaml"))
+        archive_path = p("archive_path", "").value or str(default_cache_dir() / "archive" / "csr_archive.jsonl")
+        self.state_dir = p("state_dir", "").value
+        config = ReasonerConfig(tau_mem=int(tau_mem), evict_ratio=float(p("evict_ratio", 0.5).value),
+                                n_catchup=int(p("n_catchup", 64).value), mode=mode,
+                                rebuild_batch=int(p("rebuild_batch", 32).value),
+                                max_chunk_tokens=int(p("max_chunk_tokens", 512).value),
+                                oversize_policy=p("oversize_policy", "reject").value)
+        log = self.get_logger()
+        try:
+            catalogue = IntentCatalogue.from_file(intents_file)
+            template = PromptTemplate.from_file(prompt_file)
+            names = ("R1", "R2") if mode == "asr" else ("R1",)
+            self.engines = [LlamaEngine(model_path or None, n_ctx=n_ctx, n_threads=int(threads[i]), name=name)
+                            for i, name in enumerate(names)]
+        except (ModelFileError, ValueError, OSError) as err:
+            log.fatal(f"cannot start: {err}")
+            raise SystemExit(2) from err
+        self.reasoner = Reasoner(self.engines, catalogue, template, config, archive_path=archive_path,
+                                 logger=_RosLogAdapter(log))
+        if self.state_dir and (Path(self.state_dir) / "csr_state.json").exists():
+            try:
+                info = self.reasoner.restore(self.state_dir)
+                log.info(f"warm restart from {self.state_dir}: {info['chunks']} chunks, {info['tokens']} tokens, "
+                         f"KV {'restored' if info['kv_restored'] else 'recomputed'}")
+            except StateFileError as err:
+                log.error(f"{err}; starting with an empty state")
+        self.running_intent = ""
+        self.interrupt_depth = 0
+        self.decision_id = 0
+        self._wake = threading.Condition()
+        self._pending_event = False
+        self._pending_request = False
+        self._pending_chunks = False
+        self._stopping = False
+        self.decision_pub = self.create_publisher(Decision, "decision", RELIABLE)
+        self.status_pub = self.create_publisher(CsrStatus, "csr_status", 10)
+        self.create_subscription(StateChunk, "state_chunks", self._on_chunk, RELIABLE)
+        self.create_subscription(String, "decision_request", self._on_request, 10)
+        self.create_subscription(RouterStatus, "router_status", self._on_router_status, 10)
+        self.create_timer(1.0 / self.status_hz, self._publish_status)
+        self._next_due = None
+        self._thread = threading.Thread(target=self._decision_loop, name="decision-loop", daemon=True)
+        self._thread.start()
+        log.info(f"reasoning on {self.engines[0].model_path.name}: mode={mode} tau_mem={tau_mem} n_ctx={n_ctx} "
+                 f"decision_hz={self.decision_hz} archive={archive_path}")
+
+    # --- callbacks -------------------------------------------------------------------------
+    def _on_chunk(self, msg: StateChunk) -> None:
+        try:
+            self.reasoner.add_chunk(msg.seq, msg.text, source=msg.source_topic, kind=msg.kind,
+                                    stamp=msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+        except ChunkRejected as err:
+            self.get_logger().warning(str(err))
+            return
+        with self._wake:
+            self._pending_chunks = True
+            if msg.kind == StateChunk.KIND_EVENT:
+                self._pending_event = True
+            self._wake.notify()
+
+    def _on_request(self, msg: String) -> None:
+        self.get_logger().info(f"decision requested: {msg.data or '(no reason given)'}")
+        with self._wake:
+            self._pending_request = True
+            self._wake.notify()
+
+    def _on_router_status(self, msg: RouterStatus) -> None:
+        self.running_intent = msg.active_intent
+        self.interrupt_depth = int(msg.interrupt_depth)
+
+    # --- decision thread -------------------------------------------------------------------
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _decision_loop(self) -> None:
+        period = 1.0 / self.decision_hz if self.decision_hz > 0 else None
+        while True:
+            with self._wake:
+                now = self._now()
+                if self._next_due is None and period:
+                    self._next_due = now + period
+                due = period is not None and now >= self._next_due
+                if not (self._stopping or self._pending_event or self._pending_request or self._pending_chunks or due):
+                    self._wake.wait(timeout=0.01)
+                    continue
+                if self._stopping:
+                    return
+                trigger = None
+                if self._pending_event:
+                    trigger = Decision.TRIGGER_EVENT
+                elif self._pending_request:
+                    trigger = Decision.TRIGGER_REQUEST
+                elif due:
+                    trigger = Decision.TRIGGER_PERIODIC
+                self._pending_event = self._pending_request = self._pending_chunks = False
+            try:
+                if trigger is None:
+                    self.reasoner.pump()
+                    continue
+                if period:
+                    self._next_due = self._now() + period
+                self._decide(trigger)
+            except Exception as err:  # keep the node up; the next trigger retries
+                self.get_logger().error(f"decision failed: {type(err).__name__}: {err}")
+                time.sleep(0.1)
+
+    def _decide(self, trigger: int) -> None:
+        decision = self.reasoner.decide(running=self.running_intent, interrupts=self.interrupt_depth)
+        result = decision.result
+        msg = Decision(decision_id=self.decision_id, intent=result.decision.intent,
+                       arguments=to_arguments(result.decision.arguments), trigger=trigger,
+                       state_version=decision.state_version, prefix_tokens=decision.prefix_tokens,
+                       last_chunk_seq=max(decision.last_chunk_seq, 0), ttft_ms=result.ttft_ms,
+                       total_ms=decision.catchup_ms + result.total_ms, resource=decision.resource,
+                       raw_output=result.text)
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.decision_id += 1
+        self.decision_pub.publish(msg)
+
+    def _publish_status(self) -> None:
+        s = self.reasoner.status()
+        msg = CsrStatus(prefix_tokens=s["prefix_tokens"], static_tokens=s["static_tokens"], tau_mem=s["tau_mem"],
+                        chunk_count=s["chunk_count"], state_version=s["state_version"],
+                        reconciling=s["reconciling"], primary_resource=s["primary_resource"],
+                        buffered_tokens=s["buffered_tokens"], last_chunk_seq=max(s["last_chunk_seq"], 0),
+                        seq_gaps=s["seq_gaps"], evictions=s["evictions"], swaps=s["swaps"],
+                        evicted_chunks=s["evicted_chunks"], evicted_tokens=s["evicted_tokens"],
+                        rejected_chunks=s["rejected_chunks"])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.status_pub.publish(msg)
+
+    def destroy_node(self):
+        with self._wake:
+            self._stopping = True
+            self._wake.notify()
+        self._thread.join(timeout=30)
+        if self.state_dir:
+            try:
+                if self.reasoner.save(self.state_dir):
+                    self.get_logger().info(f"saved CSR state to {self.state_dir}")
+            except OSError as err:
+                self.get_logger().error(f"could not save state to {self.state_dir}: {err}")
+        self.reasoner.close()
+        for engine in self.engines:
+            engine.close()
+        return super().destroy_node()
+
+
+class _RosLogAdapter:
+    """Lets the plain reasoner log through the node's rclpy logger (%-style arguments)."""
+
+    def __init__(self, logger):
+        self._logger = logger
+
+    def info(self, message, *args):
+        self._logger.info(message % args if args else message)
+
+    def warning(self, message, *args):
+        self._logger.warning(message % args if args else message)
+
+    def error(self, message, *args):
+        self._logger.error(message % args if args else message)
+
+
+def main(args=None) -> int:
+    return run_node(ReasoningNode, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
