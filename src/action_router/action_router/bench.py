@@ -159,7 +159,7 @@ def run_closed_loop(ticks: int, cache: bool, seed: int = 7) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- DDS
-def run_e2e(seconds: float, discovery_timeout: float = 30.0) -> dict:
+def run_e2e(seconds: float, discovery_timeout: float = 30.0, extra: Optional[List[str]] = None) -> dict:
     """Router node in a subprocess; stamped joint states from here; latency to the first command."""
     from csr_llm_core.dds_env import localhost_dds_env
     localhost_dds_env()
@@ -177,6 +177,8 @@ def run_e2e(seconds: float, discovery_timeout: float = 30.0) -> dict:
     if params.is_file():
         cmd += ["--params-file", str(params)]
     cmd += ["-p", "autostart:=true", "-p", "command_stamp:=state", "-r", "__node:=router_bench"]
+    for item in extra or []:
+        cmd += ["-p", item]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     first_seen: Dict[int, int] = {}
     loop_hz: List[float] = []
@@ -196,7 +198,9 @@ def run_e2e(seconds: float, discovery_timeout: float = 30.0) -> dict:
                 if st and st not in first_seen:
                     first_seen[st] = now_ns - st
 
-            node.create_subscription(MotorCommand, "motor_command", on_cmd, qos)
+            # best effort, shallow: a backlog in this (measuring) process must not pass for router latency
+            node.create_subscription(MotorCommand, "motor_command", on_cmd,
+                                     QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
             node.create_subscription(RouterStatus, "router_status", lambda m: loop_hz.append(m.loop_hz), qos)
             js_pub = node.create_publisher(JointState, "joint_states", qos)
             dec_pub = node.create_publisher(Decision, "decision", qos)

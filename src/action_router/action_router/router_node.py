@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy, qos_profile_sensor_data
@@ -130,8 +130,10 @@ class RouterNode(LifecycleNode):
         }
         g = self._sensor_group
         sensor_qos = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
+        latest = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST)
         self._subs = [
-            self.create_subscription(JointState, "joint_states", self._on_joint_state, reliable, callback_group=g),
+            # latest value only: a controller must never work through a backlog of old states
+            self.create_subscription(JointState, "joint_states", self._on_joint_state, latest, callback_group=g),
             self.create_subscription(Imu, "imu", self._on_imu, qos_profile_sensor_data, callback_group=g),
             self.create_subscription(Odometry, "odom", self._on_odom, reliable, callback_group=g),
             self.create_subscription(WrenchStamped, "gripper/wrench", self._on_wrench, qos_profile_sensor_data,
@@ -364,7 +366,12 @@ def main(args: Optional[List[str]] = None) -> int:
 
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = RouterNode()
-    executor = MultiThreadedExecutor(num_threads=3)
+    # Python callbacks share the GIL, so extra executor threads add dispatch cost, not parallelism;
+    # the control timer keeps its own callback group either way.
+    if str(node.get_parameter("executor").value) == "multi":
+        executor = MultiThreadedExecutor(num_threads=3)
+    else:
+        executor = SingleThreadedExecutor()
     executor.add_node(node)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
