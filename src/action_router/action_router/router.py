@@ -201,7 +201,7 @@ class Router:
                                          str(spec.get("sound", ""))))
         self._int_latched = [False] * len(self.interrupt_specs)
         self.unknown_subtasks = [self.subtask_index[s] for s in cfg.unknown_scene["subtasks"]]
-        self.unknown_request = str(cfg.unknown_scene.get("request", "level-1 cache miss: unknown scene"))
+        self.unknown_request = str(cfg.unknown_scene.get("request", "unknown scene: new decision needed"))
         # double buffers (sensor threads -> tick)
         self._js_buf = DoubleBuffer({"pos": (n,), "vel": (n,), "eff": (n,), "have_eff": (n,), "hdr": (2,)})
         self._imu_buf = DoubleBuffer({"acc": (3,), "gyro": (3,)})
@@ -664,12 +664,13 @@ class Router:
         if starting or self._consecutive_misses >= int(self.cfg["miss_confirmations"]):
             self._unknown_scene(now, top, key, sim)
 
-    def _unknown_scene(self, now: float, frame: Frame, key: np.ndarray, sim: float) -> None:
+    def _unknown_scene(self, now: float, frame: Frame, key: np.ndarray, sim: float, why: str = "") -> None:
         sub = frame.current
         self.unknown_scene_count += 1
         self._pending_confirm = (key.copy(), frame.name, frame.index, sub, now)
+        detail = why or f"similarity={sim:.3f} < {self.threshold:.2f}"
         reason = (f"{self.unknown_request} (intent={frame.name}, sub_task={self.subtasks[sub].name}, "
-                  f"similarity={sim:.3f} < {self.threshold:.2f}, zone={self.zone})")
+                  f"{detail}, zone={self.zone})")
         self.requests.append(reason)
         self.info(reason)
         self.stack.set_base(Frame(SOURCE_UNKNOWN_SCENE, "unknown_scene", list(self.unknown_subtasks)))
@@ -897,7 +898,8 @@ class Router:
         if not done and now - frame.start_time > st.timeout:
             if frame.source == SOURCE_TASK:
                 self.info(f"sub-task {st.name} timed out after {st.timeout:g} s")
-                self._unknown_scene(now, frame, self._key_snap["key"], self.match_similarity)
+                self._unknown_scene(now, frame, self._key_snap["key"], self.match_similarity,
+                                    why=f"sub-task timed out after {st.timeout:g} s")
                 return
             done = True
         if done:

@@ -146,3 +146,17 @@ def test_clamp_monitor_persistence():
     assert not m.update(np.array([False, True]), 0.3)
     assert not m.update(np.array([False, True]), 0.5)
     assert m.update(np.array([False, True]), 0.55)
+
+
+def test_level2_writes_the_sub_task_torque_limits_into_the_execution_layer():
+    rig = Rig()
+    r = rig.router
+    r.submit_decision("pick_object")
+    assert rig.run_until(lambda r: r.active_sub_task == "grip_object", 5.0)
+    rig.step(2)
+    g = r.joint_index["gripper"]
+    assert r.effort_limit[g] == 20.0                     # grip_object: effort_limit gripper 20
+    assert rig.run_until(lambda r: r.active_sub_task == "lift_object", 5.0)
+    rig.step(2)
+    assert r.effort_limit[r.joint_index["arm_shoulder_lift"]] == 40.0   # min(60, 40)
+    assert r.effort_limit[g] == 25.0                     # back to the joint's own limit

@@ -1,0 +1,51 @@
+"""Router lifecycle node in-process: configure / activate / deactivate / cleanup, bad parameters."""
+import time
+
+from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+from std_msgs.msg import Float64MultiArray
+from csr_llm_core.spin import spinning
+from action_router.router_node import RouterNode
+
+OK = TransitionCallbackReturn.SUCCESS
+
+
+def test_lifecycle_transitions_in_process():
+    with spinning(num_threads=3) as sp:
+        node = sp.create(RouterNode, "router_lc", parameter_overrides=[
+            Parameter("control_hz", value=200.0), Parameter("controller_name", value="test_ctrl")])
+        peer = sp.create(Node, "router_lc_peer")
+        got = []
+        peer.create_subscription(Float64MultiArray, "test_ctrl/commands", lambda m: got.append(list(m.data)),
+                                 QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+        assert node.router is None
+        assert node.trigger_configure() == OK and node.router is not None
+        time.sleep(0.5)
+        assert got == []                                  # configured but inactive: silent
+        assert node.trigger_activate() == OK
+        end = time.monotonic() + 10
+        while len(got) < 20 and time.monotonic() < end:
+            time.sleep(0.05)
+        assert len(got) >= 20 and all(len(g) == 5 for g in got)
+        assert node.trigger_deactivate() == OK
+        time.sleep(0.3)
+        n = len(got)
+        assert got[-1] == [0.0] * 5
+        time.sleep(0.3)
+        assert len(got) == n
+        assert node.trigger_cleanup() == OK and node.router is None
+        assert node.trigger_configure() == OK          # and again
+
+
+def test_bad_parameters_fail_configure_with_a_clear_error():
+    with spinning(num_threads=2) as sp:
+        node = sp.create(RouterNode, "router_bad", parameter_overrides=[
+            Parameter("effort_max", value=[1.0, 2.0])])          # 5 joints, 2 limits
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+        assert node.router is None
+        node2 = sp.create(RouterNode, "router_bad_gain", parameter_overrides=[
+            Parameter("gains.arm_elbow.antiwindup_strategy", value="magic")])
+        assert node2.trigger_configure() == TransitionCallbackReturn.FAILURE
