@@ -67,12 +67,12 @@ class AggregatorNode(Node):
         self.faults = FaultLog(self)
         self._lock = threading.Lock()   # one sequence, whatever thread a callback runs on
         self.publisher = self.create_publisher(StateChunk, "state_chunks", CHUNK_QOS)
-        self._subscriptions = []
+        self._sensor_subscriptions = []
         for spec in specs:
             qos = CHUNK_QOS if spec.type == "event" else qos_profile_sensor_data
             callback = (lambda msg, s=spec: self._on_event(s, msg)) if spec.type == "event" else \
                 (lambda msg, s=spec: self._on_sample(s, msg))
-            self._subscriptions.append(self.create_subscription(MESSAGE_TYPES[spec.type], spec.topic, callback, qos))
+            self._sensor_subscriptions.append(self.create_subscription(MESSAGE_TYPES[spec.type], spec.topic, callback, qos))
         self.get_logger().info(f"aggregating {', '.join(f'{s.topic} ({s.type})' for s in specs)} -> state_chunks")
 
     def _publish(self, chunk) -> None:

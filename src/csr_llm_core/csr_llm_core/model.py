@@ -147,6 +147,8 @@ def check_model_file(path: PathLike) -> None:
 
 _LLAMA_LEVELS = {3: logging.WARNING, 4: logging.ERROR}   # ggml: 1 debug, 2 info, 3 warn, 4 error, 5 cont
 _llama_log_callback = None
+# Expected with Gemma 3's sliding-window attention and our exact-prefix cache use: not worth a warning.
+_BENIGN_LLAMA_WARNINGS = ("llama_kv_cache_iswa: using full-size SWA cache", "llama_context: n_ctx_seq")
 
 
 def route_llama_logs() -> None:
@@ -163,7 +165,8 @@ def route_llama_logs() -> None:
     def callback(level, text, user_data):
         message = text.decode("utf-8", errors="replace").rstrip()
         if message:
-            logger.log(_LLAMA_LEVELS.get(level, logging.DEBUG), message)
+            benign = message.startswith(_BENIGN_LLAMA_WARNINGS)
+            logger.log(logging.DEBUG if benign else _LLAMA_LEVELS.get(level, logging.DEBUG), message)
 
     _llama_log_callback = callback
     llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import math
+import signal
 import threading
 from typing import Optional
 
 import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 
 
 def stamp_seconds(node: Node, header=None) -> float:
@@ -39,9 +41,18 @@ def finite_or(value: float, default: float) -> float:
     return value if math.isfinite(value) else default
 
 
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def run_node(node_factory, args=None, executor_factory=None) -> int:
-    """rclpy.init, build the node, spin until Ctrl-C/shutdown, then tear down in the right order."""
-    rclpy.init(args=args)
+    """rclpy.init, build the node, spin until Ctrl-C/SIGTERM, then tear down in the right order.
+
+    rclpy's own signal handler would invalidate the context before the node's destroy_node runs
+    (its last log lines and saves then fail); here SIGINT/SIGTERM raise KeyboardInterrupt instead.
+    """
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     node: Optional[Node] = None
     executor = None
     try:
@@ -52,7 +63,8 @@ def run_node(node_factory, args=None, executor_factory=None) -> int:
         else:
             executor = executor_factory()
         executor.add_node(node)
-        executor.spin()
+        while rclpy.ok():   # short waits, so KeyboardInterrupt from SIGINT/SIGTERM is delivered promptly
+            executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:

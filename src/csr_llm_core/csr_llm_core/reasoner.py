@@ -49,6 +49,7 @@ class ReasonerConfig:
     max_chunk_tokens: int = 512
     oversize_policy: str = "reject"
     suffix_reserve: int = 128        # context kept free for suffix + decision tokens
+    overflow_wait_s: float = 2.0     # how long a full primary waits for the secondary before evicting itself
 
 
 @dataclass
@@ -93,6 +94,7 @@ class Reasoner:
         self._primary_idle = threading.Event()
         self._primary_idle.set()
         self._stop = threading.Event()
+        self._cancel = threading.Event()
         self._view_epoch = 0
         self._set_primary_view(self.state.tokens(), self.state.version)
         self._primary_last_seq = -1
@@ -146,9 +148,9 @@ class Reasoner:
     # --- ASR background rebuild ------------------------------------------------------------
     def _yield_to_primary(self) -> None:
         while not self._primary_idle.wait(timeout=0.1):
-            if self._stop.is_set():
+            if self._stop.is_set() or self._cancel.is_set():
                 raise _Stopped()
-        if self._stop.is_set():
+        if self._stop.is_set() or self._cancel.is_set():
             raise _Stopped()
 
     def _reconcile(self, target: List[int], version: int, last_seq: int) -> None:
@@ -211,18 +213,7 @@ class Reasoner:
             target_len = len(view)
             fits = target_len + self.config.suffix_reserve <= self.primary.n_ctx
         if not fits:
-            # Only while reconciling can the old prefix outgrow the context: wait for the swap.
-            self.overflow_stalls += 1
-            self.log.warning("primary %s would overflow n_ctx=%d; waiting for the ASR swap",
-                             self.primary.name, self.primary.n_ctx)
-            self._primary_idle.set()
-            while self._thread is not None and self._thread.is_alive() and self._ready is None:
-                time.sleep(0.01)
-            self._primary_idle.clear()
-            self._maybe_swap()
-            with self._lock:
-                view = self._primary_view
-                target_len = len(view)
+            view, target_len = self._resolve_overflow()
         engine = self.primary
         known = len(engine.tokens)
         if getattr(engine, "view_epoch", None) == self._view_epoch and known <= target_len:
@@ -230,6 +221,44 @@ class Reasoner:
         else:
             engine.sync(view[:target_len])
             engine.view_epoch = self._view_epoch
+
+    def _resolve_overflow(self):
+        """The primary's view no longer fits its context (chunks outran the background rebuild).
+
+        Give the secondary `overflow_wait_s` at full speed to finish; if it cannot, cancel the
+        reconciliation and evict synchronously (one logged stall) rather than fail.
+        """
+        self.overflow_stalls += 1
+        self._primary_idle.set()
+        deadline = time.monotonic() + self.config.overflow_wait_s
+        while self._reconciling and self._ready is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self._primary_idle.clear()
+        self._maybe_swap()
+        with self._lock:
+            overflow = len(self._primary_view) + self.config.suffix_reserve > self.primary.n_ctx
+        if overflow:
+            self.log.warning("chunks arrive faster than the prefix can be rebuilt: primary %s would overflow "
+                             "n_ctx=%d; evicting synchronously (stall)", self.primary.name, self.primary.n_ctx)
+            self._cancel_reconcile()     # joins the thread: must not hold self._lock here
+        with self._lock:
+            if overflow:
+                self._reconciling = False
+                self._ready = None
+                self._buffer = []
+                while self.state.needs_eviction():
+                    self.state.evict()
+                self._set_primary_view(self.state.tokens(), self.state.version)
+            return self._primary_view, len(self._primary_view)
+
+    def _cancel_reconcile(self) -> None:
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            self._cancel.set()
+            self._primary_idle.set()
+            thread.join()
+            self._primary_idle.clear()
+            self._cancel.clear()
 
     def pump(self) -> None:
         """Append pending chunk tokens to the primary's KV cache (call between decisions)."""

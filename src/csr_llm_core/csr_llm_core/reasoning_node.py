@@ -195,6 +195,8 @@ class ReasoningNode(Node):
         self._thread.join(timeout=30)
         if self.state_dir:
             try:
+                if not self.reasoner.wait_reconciled(timeout=30):
+                    self.get_logger().warning("reconciliation still running after 30 s")
                 if self.reasoner.save(self.state_dir):
                     self.get_logger().info(f"saved CSR state to {self.state_dir}")
             except OSError as err:

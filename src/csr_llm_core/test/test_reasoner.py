@@ -147,3 +147,25 @@ def test_bad_chunks_are_refused_or_repaired_and_gaps_counted(engines, catalogue,
     assert decision.result.decision.intent in catalogue
     rows = reasoner.state.archive.read()
     assert [(r["seq"], r["status"]) for r in rows] == [(0, "rejected"), (1, "rejected")]
+
+
+def test_chunks_faster_than_the_rebuild_fall_back_to_a_synchronous_eviction(engines, catalogue, template, tmp_path):
+    """A context too small for the inflow: the primary evicts itself once, nothing crashes or is lost."""
+    reasoner = make(engines, catalogue, template, tmp_path, mode="asr", tau_mem=900, overflow_wait_s=0.0,
+                    rebuild_batch=8)
+    real_n_ctx = reasoner.primary.n_ctx
+    reasoner.primary.n_ctx = reasoner.secondary.n_ctx = 1200      # room for ~4 chunks beyond tau_mem
+    try:
+        for seq in range(40):
+            feed(reasoner, [seq])
+            reasoner.pump()
+            assert len(reasoner.primary.tokens) <= 1200
+        decision = reasoner.decide()
+        assert reasoner.overflow_stalls >= 1
+        assert decision.result.decision.intent in catalogue
+    finally:
+        reasoner.close()
+        for engine in engines:
+            engine.n_ctx = real_n_ctx
+    archived = [row["seq"] for row in reasoner.state.archive.read() if row["status"] == "evicted"]
+    assert archived + [c.seq for c in reasoner.state.chunks] == list(range(40))
