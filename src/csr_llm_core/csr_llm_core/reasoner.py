@@ -7,7 +7,7 @@ is a cache of a *view* of it: a token list it must hold.
   its KV cache, so a decision evaluates only the suffix.
 * When the prefix reaches `tau_mem`, the oldest chunks are evicted (archived, version k+1). In ASR
   mode a background thread warms the secondary on the shortened state, in small batches that pause
-  while the primary works (the primary has priority); chunks that arrive meanwhile go to the
+  while a decision is in flight (decisions have priority); chunks that arrive meanwhile go to the
   primary's view (decisions keep running on its old, longer prefix) and to a buffer; the
   secondary catches up with the buffer until fewer than `n_catchup` tokens are left, then marks
   itself ready. The decision thread swaps primary and secondary under the lock at its next step;
@@ -261,13 +261,13 @@ class Reasoner:
             self._cancel.clear()
 
     def pump(self) -> None:
-        """Append pending chunk tokens to the primary's KV cache (call between decisions)."""
+        """Append pending chunk tokens to the primary's KV cache (call between decisions).
+
+        Appending is not latency-critical, so the background rebuild keeps running meanwhile (on
+        its own core); it pauses only while a decision is in flight.
+        """
         with self._engine_lock:
-            self._primary_idle.clear()
-            try:
-                self._sync_primary()
-            finally:
-                self._primary_idle.set()
+            self._sync_primary()
 
     def decide(self, running: str = "", interrupts: int = 0) -> Decision:
         with self._engine_lock:
