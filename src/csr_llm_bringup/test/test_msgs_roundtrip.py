@@ -42,7 +42,7 @@ def samples():
                                evicted_chunks=300, evicted_tokens=9000, rejected_chunks=1),
         "MotorCommand": MotorCommand(header=header(4), joint_names=["shoulder", "elbow", "wrist"],
                                      effort=[1.5, -2.25, 0.0], effort_limit=[10.0, 8.0, 2.5],
-                                     clamped=[False, True, False],
+                                     clamped=[False, True, False], reference_position=[0.5, -1.0, 0.25],
                                      execution_state=MotorCommand.EXEC_DERATED,
                                      source=MotorCommand.SOURCE_INTERRUPT, sub_task="back_off_10cm"),
         "RouterStatus": RouterStatus(header=header(5), active_intent="open_door",
@@ -51,6 +51,7 @@ def samples():
                                      l3_clamped=True, l1_us=12.5, l2_us=40.0, l3_us=8.0, task_hit_rate=0.89,
                                      behaviour_hit_rate=0.75, execution_hit_rate=0.5, interrupt_depth=2,
                                      execution_state=MotorCommand.EXEC_FAILSAFE, loop_hz=999.5,
+                                     slip_detected=True, odom_weight=0.25,
                                      unknown_scene_count=3, grip_done_count=1, derate_count=4,
                                      confidence_flips=5, failsafe_count=6, input_faults=7),
     }
