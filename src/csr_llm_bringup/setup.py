@@ -17,5 +17,9 @@ setup(
     install_requires=["setuptools", "PyYAML", "numpy", "mujoco-core", "rosbags>=0.11"],
     extras_require={"test": ["pytest", "hypothesis"]},
     zip_safe=False,
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": [
+        "csr-llm = csr_llm_bringup.cli:main",
+        "recorder_node = csr_llm_bringup.recorder_node:main",
+        "simulator_node = csr_llm_bringup.sim.simulator_node:main",
+    ]},
 )

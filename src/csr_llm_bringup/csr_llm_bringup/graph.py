@@ -1,0 +1,158 @@
+"""Node graph per profile: the single source of truth for what runs, read by the launch files and the runner.
+
+A profile (config/<profile>.yaml) lists the nodes; each node names its package and executable, an
+optional namespace and remaps, whether it is a lifecycle node, the ROS 2 parameter files it loads
+(sections `/**` and `<node name>` are used, as ros2 does) and inline parameter overrides. The
+profile's `use_sim_time` is set on every node. Plain module: no rclpy, no launch.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+import yaml
+
+from csr_llm_core.paths import config_dir
+
+
+class ProfileError(ValueError):
+    """A profile or one of its parameter files is malformed."""
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    package: str
+    executable: str
+    namespace: str = ""
+    lifecycle: bool = False
+    parameters: Dict[str, Any] = field(default_factory=dict)   # merged: files, then overrides
+    remappings: List[Tuple[str, str]] = field(default_factory=list)
+    parameter_files: List[str] = field(default_factory=list)
+
+    @property
+    def full_name(self) -> str:
+        ns = self.namespace.strip("/")
+        return f"/{ns}/{self.name}" if ns else f"/{self.name}"
+
+
+@dataclass
+class Profile:
+    name: str
+    path: Path
+    use_sim_time: bool
+    nodes: List[NodeSpec]
+    settings: Dict[str, Any] = field(default_factory=dict)    # profile-level extras (e.g. recording)
+
+    def node(self, name: str) -> NodeSpec:
+        for spec in self.nodes:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+
+def profile_path(profile: Union[str, Path]) -> Path:
+    path = Path(profile)
+    if path.suffix in (".yaml", ".yml") and path.exists():
+        return path
+    candidate = config_dir() / f"{profile}.yaml"
+    if not candidate.exists():
+        known = sorted(p.stem for p in config_dir().glob("*.yaml") if _is_profile(p))
+        raise ProfileError(f"no profile {profile!r}: {candidate} does not exist (profiles: {', '.join(known)})")
+    return candidate
+
+
+def _is_profile(path: Path) -> bool:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("nodes"), list)
+
+
+def _deep_merge(base: Dict[str, Any], extra: Mapping[str, Any]) -> Dict[str, Any]:
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _deep_merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def flatten(parameters: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
+    """Nested parameter dicts -> dotted names (how ROS 2 names nested parameters)."""
+    out: Dict[str, Any] = {}
+    for key, value in parameters.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def read_parameter_file(path: Path, node: NodeSpec) -> Dict[str, Any]:
+    """ros__parameters that a ROS 2 params file gives this node (`/**`, name or full name)."""
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise ProfileError(f"cannot read parameter file {path}: {err}") from err
+    merged: Dict[str, Any] = {}
+    for key in ("/**", node.name, node.full_name, node.full_name.lstrip("/")):
+        section = data.get(key)
+        if isinstance(section, Mapping):
+            params = section.get("ros__parameters")
+            if not isinstance(params, Mapping):
+                raise ProfileError(f"{path}: section {key!r} has no ros__parameters mapping")
+            _deep_merge(merged, params)
+    return merged
+
+
+def load_profile(profile: Union[str, Path], overrides: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Profile:
+    """Read a profile; `overrides` = {node name: {parameter: value}} applied last."""
+    path = profile_path(profile)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise ProfileError(f"cannot read profile {path}: {err}") from err
+    if not isinstance(data, Mapping) or not isinstance(data.get("nodes"), list):
+        raise ProfileError(f"{path}: a profile needs a 'nodes' list")
+    use_sim_time = bool(data.get("use_sim_time", False))
+    default_ns = str(data.get("namespace", "") or "")
+    nodes, seen = [], set()
+    for entry in data["nodes"]:
+        try:
+            spec = NodeSpec(name=str(entry["name"]), package=str(entry["package"]),
+                            executable=str(entry["executable"]),
+                            namespace=str(entry.get("namespace", default_ns) or ""),
+                            lifecycle=bool(entry.get("lifecycle", False)),
+                            parameter_files=[str(f) for f in entry.get("parameter_files", [])],
+                            remappings=[(str(a), str(b)) for a, b in (entry.get("remappings") or {}).items()])
+        except (KeyError, TypeError, AttributeError) as err:
+            raise ProfileError(f"{path}: node entry {entry!r} needs name, package, executable ({err})") from err
+        if spec.full_name in seen:
+            raise ProfileError(f"{path}: node {spec.full_name} is listed twice")
+        seen.add(spec.full_name)
+        params: Dict[str, Any] = {}
+        for file_name in spec.parameter_files:
+            file_path = Path(file_name) if Path(file_name).is_absolute() else path.parent / file_name
+            _deep_merge(params, read_parameter_file(file_path, spec))
+        _deep_merge(params, entry.get("parameters") or {})
+        if overrides and spec.name in overrides:
+            _deep_merge(params, overrides[spec.name])
+        params["use_sim_time"] = use_sim_time
+        spec.parameters = params
+        nodes.append(spec)
+    settings = {k: v for k, v in data.items() if k not in ("nodes", "use_sim_time", "namespace")}
+    return Profile(path.stem, path, use_sim_time, nodes, settings)
+
+
+def parse_override(text: str) -> Tuple[str, str, Any]:
+    """'node.param=value' (value parsed as YAML) -> (node, param, value)."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise ProfileError(f"override {text!r} must look like node.parameter=value")
+    target, raw = text.split("=", 1)
+    node, param = target.split(".", 1)
+    return node, param, yaml.safe_load(raw)

@@ -1,0 +1,150 @@
+"""Recorder node: records a run to a rosbag2, prints a live status line, writes the run report on exit."""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
+
+from csr_llm_core.node_util import FaultLog, run_node
+
+from .bags import import_message_class, open_writer, ros_type_name, typestore
+from .run_report import RunStats
+
+STATS_TOPICS = {"decision", "csr_status", "router_status", "motor_command", "joint_states", "events", "clock"}
+
+
+class RecorderNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("recorder", **kwargs)
+        run_dir = self.declare_parameter("run_dir", "").value
+        self.run_dir = Path(run_dir or f"build/runs/{time.strftime('%Y%m%d-%H%M%S')}").expanduser()
+        self.storage = self.declare_parameter("storage", "mcap").value
+        self.wanted = list(self.declare_parameter("topics", ["/clock", "joint_states", "decision"]).value)
+        self.status_period = float(self.declare_parameter("status_period", 1.0).value)
+        self.make_report = bool(self.declare_parameter("report", True).value)
+        self.faults = FaultLog(self)
+        self.stats = RunStats()
+        self._lock = threading.Lock()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.bag_path = self.run_dir / "bag"
+        self.writer = open_writer(self.bag_path, self.storage)
+        self.store = typestore()
+        self.connections = {}
+        self._subs = {}
+        self._types = {}
+        self._discover()
+        self.create_timer(0.5, self._discover)
+        self._closed = False
+        self._printer = threading.Thread(target=self._status_loop, daemon=True)
+        if self.status_period > 0:
+            self._printer.start()
+        self.get_logger().info(f"recording {len(self.wanted)} topics to {self.bag_path} ({self.storage})")
+
+    # --- subscriptions ---------------------------------------------------------------------
+    def _discover(self) -> None:
+        known = dict(self.get_topic_names_and_types())
+        for topic in self.wanted:
+            name = self.resolve_topic_name(topic)
+            if name in self._subs or name not in known:
+                continue
+            type_string = ros_type_name(known[name][0])
+            cls = import_message_class(type_string)
+            if cls is None:
+                self.faults.report(f"type:{type_string}", f"cannot record {name}: type {type_string} not importable")
+                continue
+            reliable = all(info.qos_profile.reliability == ReliabilityPolicy.RELIABLE
+                           for info in self.get_publishers_info_by_topic(name)) and \
+                bool(self.get_publishers_info_by_topic(name))
+            qos = QoSProfile(depth=2000, history=HistoryPolicy.KEEP_LAST,
+                             reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT)
+            with self._lock:
+                self.connections[name] = self.writer.add_connection(name, type_string, typestore=self.store)
+                self._types[name] = cls
+            self._subs[name] = self.create_subscription(cls, name, lambda data, n=name: self._on_raw(n, data),
+                                                        qos, raw=True)
+
+    def _on_raw(self, topic: str, data: bytes) -> None:
+        now = self.get_clock().now().nanoseconds
+        with self._lock:
+            if self._closed:
+                return
+            self.writer.write(self.connections[topic], now, data)
+        short = topic.rsplit("/", 1)[-1]
+        if short in STATS_TOPICS:
+            try:
+                self._stats(short, deserialize_message(data, self._types[topic]), now * 1e-9)
+            except Exception as err:  # a stats bug must not stop the recording
+                self.faults.report(f"stats:{short}", f"run statistics skipped a {short} message: {err}")
+
+    def _stats(self, topic: str, msg, now: float) -> None:
+        s = self.stats
+        if topic == "clock":
+            s.on_time(msg.clock.sec + msg.clock.nanosec * 1e-9)
+        elif topic == "decision":
+            s.on_decision(_t(msg.header), msg.ttft_ms, msg.intent, msg.resource, msg.state_version)
+        elif topic == "csr_status":
+            s.on_csr_status(_t(msg.header), msg.evictions, msg.swaps, msg.prefix_tokens, msg.state_version)
+        elif topic == "router_status":
+            s.on_router_status(_t(msg.header), active_intent=msg.active_intent, interrupt_depth=msg.interrupt_depth,
+                               task_hit_rate=msg.task_hit_rate, loop_hz=msg.loop_hz,
+                               grip_done_count=msg.grip_done_count, slip_detected=msg.slip_detected,
+                               tick_us=msg.l1_us + msg.l2_us + msg.l3_us)
+        elif topic == "motor_command":
+            s.on_motor_command(_t(msg.header), list(msg.joint_names), list(msg.effort), list(msg.effort_limit),
+                               list(msg.reference_position))
+        elif topic == "joint_states":
+            s.on_joint_state(list(msg.name), list(msg.position))
+        elif topic == "events":
+            s.on_event(now, msg.data)
+        if s.first_time is None and topic != "clock":
+            s.on_time(now)
+
+    # --- status line and report ------------------------------------------------------------
+    def status_line(self) -> str:
+        s = self.stats.summary()
+        ttfts = [d[1] for d in self.stats.decisions[-20:]]
+        ttft = f"{np.median(ttfts):.0f}" if ttfts else "-"
+        csr = self.stats.csr_last
+        return (f"sim {s['sim_seconds']:7.1f} s | decisions {s['decisions']} ({s['decisions_per_s']:.2f}/s) "
+                f"TTFT {ttft} ms | prefix {int(csr.get('prefix_tokens', 0))} tok k={int(csr.get('state_version', 0))} "
+                f"| router hit {100 * s['router_hit_rate']:.0f}% loop {self.stats.loop_hz[-1] if self.stats.loop_hz else 0:.0f} Hz "
+                f"| limit violations {s['limit_violations']}")
+
+    def _status_loop(self) -> None:
+        while not self._closed:
+            time.sleep(self.status_period)
+            if not self._closed:
+                print(f"[status] {self.status_line()}", flush=True)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self.writer.close()
+        if self.make_report:
+            summary = self.stats.write(self.run_dir, self.bag_path)
+            self.get_logger().info(f"run report: {self.run_dir / 'report.md'} ({summary})")
+
+    def destroy_node(self):
+        self.close()
+        return super().destroy_node()
+
+
+def _t(header) -> float:
+    return header.stamp.sec + header.stamp.nanosec * 1e-9
+
+
+def main(args=None) -> int:
+    from rclpy.executors import SingleThreadedExecutor   # one thread: the writer and stats need no locking
+    return run_node(RecorderNode, args, executor_factory=SingleThreadedExecutor)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""Run statistics and the run report (summary.json, report.md, PNG plots). Plain module.
+
+The recorder node feeds it plain values taken from the run's messages; nothing here needs ROS.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+LIMIT_EPS = 1e-6
+
+
+@dataclass
+class RunStats:
+    first_time: Optional[float] = None
+    last_time: Optional[float] = None
+    decisions: List[Tuple[float, float, str, str, int]] = field(default_factory=list)  # t, ttft, intent, res, k
+    evictions: List[float] = field(default_factory=list)
+    swaps: List[float] = field(default_factory=list)
+    csr_last: Dict[str, float] = field(default_factory=dict)
+    router_last: Dict[str, float] = field(default_factory=dict)
+    loop_hz: List[float] = field(default_factory=list)
+    router_tick_us: List[float] = field(default_factory=list)
+    limit_violations: int = 0
+    motor_commands: int = 0
+    interrupts: int = 0
+    resumed: int = 0
+    slip_detected: bool = False
+    _depth: int = 0
+    _intent_before_interrupt: str = ""
+    _waiting_resume: bool = False
+    tracking: Dict[str, List[Tuple[float, float, float]]] = field(default_factory=dict)  # joint -> (t, q, ref)
+    _joint_pos: Dict[str, float] = field(default_factory=dict)
+    _last_track_t: float = -1.0
+    events: List[Tuple[float, str]] = field(default_factory=list)
+
+    def on_time(self, t: float) -> None:
+        if self.first_time is None:
+            self.first_time = t
+        self.last_time = t if self.last_time is None else max(self.last_time, t)
+
+    def on_decision(self, t: float, ttft_ms: float, intent: str, resource: str, state_version: int) -> None:
+        self.decisions.append((t, ttft_ms, intent, resource, state_version))
+
+    def on_csr_status(self, t: float, evictions: int, swaps: int, prefix_tokens: int, state_version: int) -> None:
+        if self.csr_last and evictions > self.csr_last["evictions"]:
+            self.evictions.append(t)
+        if self.csr_last and swaps > self.csr_last["swaps"]:
+            self.swaps.append(t)
+        self.csr_last = {"evictions": evictions, "swaps": swaps, "prefix_tokens": prefix_tokens,
+                         "state_version": state_version}
+
+    def on_router_status(self, t: float, *, active_intent: str, interrupt_depth: int, task_hit_rate: float,
+                         loop_hz: float, grip_done_count: int, slip_detected: bool, tick_us: float,
+                         active: bool = True) -> None:
+        if interrupt_depth > self._depth:
+            self.interrupts += interrupt_depth - self._depth
+            if self._depth == 0:
+                self._intent_before_interrupt = self.router_last.get("active_intent", "")
+                self._waiting_resume = bool(self._intent_before_interrupt)
+        if interrupt_depth == 0 and self._waiting_resume and active_intent == self._intent_before_interrupt:
+            self.resumed += 1
+            self._waiting_resume = False
+        self._depth = interrupt_depth
+        self.slip_detected |= bool(slip_detected)
+        if active and loop_hz > 0:
+            self.loop_hz.append(loop_hz)
+        if tick_us > 0:
+            self.router_tick_us.append(tick_us)
+        self.router_last = {"active_intent": active_intent, "task_hit_rate": task_hit_rate,
+                            "grip_done_count": grip_done_count}
+
+    def on_joint_state(self, names: Sequence[str], positions: Sequence[float]) -> None:
+        for name, value in zip(names, positions):
+            self._joint_pos[name] = value
+
+    def on_motor_command(self, t: float, names: Sequence[str], effort: Sequence[float], limit: Sequence[float],
+                         reference: Sequence[float], track_period: float = 0.02) -> None:
+        self.motor_commands += 1
+        for e, lim in zip(effort, limit):
+            if not math.isfinite(e) or abs(e) > lim + LIMIT_EPS:
+                self.limit_violations += 1
+                break
+        if len(effort) != len(limit):
+            self.limit_violations += 1
+        if t - self._last_track_t >= track_period and len(reference) == len(names):
+            self._last_track_t = t
+            for name, ref in zip(names, reference):
+                if name in self._joint_pos:
+                    self.tracking.setdefault(name, []).append((t, self._joint_pos[name], ref))
+
+    def on_event(self, t: float, text: str) -> None:
+        self.events.append((t, text))
+
+    # --- outputs ---------------------------------------------------------------------------
+    def summary(self) -> dict:
+        sim_seconds = 0.0 if self.first_time is None else self.last_time - self.first_time
+        ttfts = np.array([d[1] for d in self.decisions]) if self.decisions else np.array([0.0])
+        return {
+            "sim_seconds": round(sim_seconds, 3),
+            "decisions": len(self.decisions),
+            "decisions_per_s": round(len(self.decisions) / sim_seconds, 3) if sim_seconds > 0 else 0.0,
+            "ttft_p50_ms": round(float(np.percentile(ttfts, 50)), 1),
+            "ttft_p99_ms": round(float(np.percentile(ttfts, 99)), 1),
+            "evictions": int(self.csr_last.get("evictions", 0)),
+            "swaps": int(self.csr_last.get("swaps", 0)),
+            "limit_violations": self.limit_violations,
+            "grip_done": int(self.router_last.get("grip_done_count", 0)),
+            "interrupts": self.interrupts,
+            "resumed": self.resumed,
+            "slip_detected": self.slip_detected,
+            "router_hit_rate": round(float(self.router_last.get("task_hit_rate", 0.0)), 3),
+            "loop_hz": round(float(np.median(self.loop_hz)), 1) if self.loop_hz else 0.0,
+            "motor_commands": self.motor_commands,
+            "intents": _count([d[2] for d in self.decisions]),
+        }
+
+    def write(self, run_dir: Path, bag_path: Optional[Path] = None) -> dict:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        summary = self.summary()
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        plots = self._plots(run_dir)
+        lines = ["# CSR-LLM run report", "", "| metric | value |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in summary.items()]
+        lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
+        if bag_path is not None:
+            lines += ["", f"Bag: `{bag_path.name}` (rosbag2; open with `ros2 bag info` or Foxglove)."]
+        if self.events:
+            lines += ["", "## Scenario events", ""] + [f"- {t:7.2f} s: {text}" for t, text in self.events[:200]]
+        (run_dir / "report.md").write_text("\n".join(lines) + "\n")
+        return summary
+
+    def _plots(self, run_dir: Path) -> List[Path]:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        paths = []
+        t0 = self.first_time or 0.0
+        fig, ax = plt.subplots(figsize=(9, 3.8))
+        if self.decisions:
+            ax.plot([d[0] - t0 for d in self.decisions], [d[1] for d in self.decisions], ".-", lw=0.8, label="TTFT")
+        for i, t in enumerate(self.evictions):
+            ax.axvline(t - t0, color="tab:red", ls=":", lw=0.9, label="eviction" if i == 0 else None)
+        for i, t in enumerate(self.swaps):
+            ax.axvline(t - t0, color="tab:green", ls="--", lw=0.9, label="ASR swap" if i == 0 else None)
+        ax.set_xlabel("sim time [s]")
+        ax.set_ylabel("decision TTFT [ms]")
+        ax.set_title("Decision TTFT over the run")
+        ax.legend(fontsize=8)
+        paths.append(_save(fig, run_dir / "ttft.png"))
+        joints = [j for j in self.tracking if not j.startswith("gripper")][:4]
+        fig, axes = plt.subplots(max(1, len(joints)), 1, figsize=(9, 1.9 * max(1, len(joints))), sharex=True,
+                                 squeeze=False)
+        for ax, joint in zip(axes[:, 0], joints):
+            data = np.array(self.tracking[joint])
+            ax.plot(data[:, 0] - t0, data[:, 2], lw=1.0, label="reference")
+            ax.plot(data[:, 0] - t0, data[:, 1], lw=0.8, label="measured")
+            ax.set_ylabel(f"{joint} [rad]", fontsize=7)
+        axes[0, 0].legend(fontsize=7)
+        axes[0, 0].set_title("Joint tracking versus reference")
+        axes[-1, 0].set_xlabel("sim time [s]")
+        paths.append(_save(fig, run_dir / "tracking.png"))
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        if self.router_tick_us:
+            ax.hist(self.router_tick_us, bins=50)
+        ax.set_xlabel("router L1+L2+L3 compute per tick [us] (router_status samples)")
+        ax.set_ylabel("count")
+        ax.set_title("Router latency")
+        paths.append(_save(fig, run_dir / "router_latency.png"))
+        return paths
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    return path
+
+
+def _count(items: Sequence[str]) -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    for item in items:
+        out[item] = out.get(item, 0) + 1
+    return out

@@ -1,0 +1,177 @@
+"""Start a profile's node graph as separate processes where `ros2 launch` is absent.
+
+Same graph as the launch files (both read `graph.load_profile`). Each node runs as
+`python -c 'from <module> import <func>; ...' --ros-args ...` resolved from the package's
+console_scripts entry point, with its merged parameters in a generated params file. Output lines
+are prefixed with the node name; SIGINT/SIGTERM are forwarded (each node in its own session, so a
+terminal Ctrl-C reaches it once, through us); shutdown escalates SIGINT -> SIGTERM -> SIGKILL.
+Fast DDS is limited to UDP on loopback for the children, so no shared-memory segments outlive
+them. A node that exits on its own while the graph runs makes the run fail (exit code 1).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Dict, List, Optional, TextIO
+
+import yaml
+
+from csr_llm_core.dds_env import localhost_dds_env
+
+from .graph import NodeSpec, Profile
+
+
+class LaunchError(RuntimeError):
+    pass
+
+
+def resolve_entry_point(package: str, executable: str) -> tuple:
+    """(module, function) of the console script `executable` provided by `package`."""
+    for entry in metadata.entry_points(group="console_scripts"):
+        if entry.name == executable and entry.value.split(".")[0].split(":")[0] == package:
+            module, _, func = entry.value.partition(":")
+            return module.strip(), func.strip()
+    raise LaunchError(f"package {package!r} has no executable {executable!r} (is it installed? run `make setup`)")
+
+
+def node_command(spec: NodeSpec, params_file: Path, python: str = sys.executable) -> List[str]:
+    module, func = resolve_entry_point(spec.package, spec.executable)
+    argv = [python, "-c", f"import sys; from {module} import {func}; sys.exit({func}())",
+            "--ros-args", "-r", f"__node:={spec.name}", "--params-file", str(params_file)]
+    if spec.namespace.strip("/"):
+        argv += ["-r", f"__ns:=/{spec.namespace.strip('/')}"]
+    for source, target in spec.remappings:
+        argv += ["-r", f"{source}:={target}"]
+    return argv
+
+
+def write_params_file(spec: NodeSpec, directory: Path) -> Path:
+    path = directory / f"{spec.name}.params.yaml"
+    path.write_text(yaml.safe_dump({"/**": {"ros__parameters": spec.parameters}}, sort_keys=False))
+    return path
+
+
+def child_environment(base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    localhost_dds_env(env)
+    env.setdefault("FASTDDS_BUILTIN_TRANSPORTS", "UDPv4")   # no SHM segments left behind
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("RCUTILS_CONSOLE_OUTPUT_FORMAT", "[{severity}] [{time}] {message}")
+    return env
+
+
+@dataclass
+class _Child:
+    spec: NodeSpec
+    process: subprocess.Popen
+    reader: threading.Thread
+    exited_unexpectedly: bool = False
+
+
+class GraphRunner:
+    def __init__(self, profile: Profile, work_dir: Path, out: TextIO = sys.stdout, log_dir: Optional[Path] = None,
+                 grace_s: float = 30.0):
+        self.profile = profile
+        self.work_dir = Path(work_dir)
+        self.out = out
+        self.log_dir = log_dir
+        self.grace_s = grace_s
+        self.children: List[_Child] = []
+        self._print_lock = threading.Lock()
+        self._stop = threading.Event()
+        self.failed: List[str] = []
+
+    def _emit(self, name: str, line: str) -> None:
+        with self._print_lock:
+            self.out.write(f"[{name}] {line}")
+            if not line.endswith("\n"):
+                self.out.write("\n")
+            self.out.flush()
+
+    def _pump_output(self, name: str, stream, log_file) -> None:
+        for line in stream:
+            self._emit(name, line)
+            if log_file is not None:
+                log_file.write(line)
+                log_file.flush()
+        if log_file is not None:
+            log_file.close()
+
+    def start(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        env = child_environment()
+        plans = [(spec, node_command(spec, write_params_file(spec, self.work_dir))) for spec in self.profile.nodes]
+        for spec, argv in plans:
+            process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                       errors="replace", env=env, start_new_session=True)
+            log_file = open(self.log_dir / f"{spec.name}.log", "w") if self.log_dir else None
+            reader = threading.Thread(target=self._pump_output, args=(spec.name, process.stdout, log_file),
+                                      daemon=True)
+            reader.start()
+            self.children.append(_Child(spec, process, reader))
+            self._emit("runner", f"started {spec.full_name} ({spec.package}/{spec.executable}, pid {process.pid})")
+
+    def request_stop(self, *_args) -> None:
+        self._stop.set()
+
+    def wait(self, duration: Optional[float] = None) -> None:
+        """Until stop is requested, duration passes, or a node exits on its own."""
+        deadline = None if not duration else time.monotonic() + duration
+        while not self._stop.is_set():
+            if deadline is not None and time.monotonic() >= deadline:
+                self._emit("runner", f"duration of {duration:g} s reached")
+                return
+            for child in self.children:
+                code = child.process.poll()
+                if code is not None:
+                    child.exited_unexpectedly = True
+                    self.failed.append(child.spec.name)
+                    self._emit("runner", f"{child.spec.full_name} exited unexpectedly with code {code}; stopping")
+                    return
+            self._stop.wait(0.1)
+
+    def shutdown(self) -> Dict[str, int]:
+        alive = [c for c in self.children if c.process.poll() is None]
+        for child in alive:
+            _signal_group(child.process, signal.SIGINT)
+        deadline = time.monotonic() + self.grace_s
+        for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            for child in alive:
+                try:
+                    child.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+            alive = [c for c in alive if c.process.poll() is None]
+            if not alive:
+                break
+            for child in alive:
+                self._emit("runner", f"{child.spec.full_name} did not stop; sending {sig.name}")
+                _signal_group(child.process, sig)
+            deadline = time.monotonic() + wait_s
+        for child in self.children:
+            child.process.wait()
+            child.reader.join(timeout=5)
+        codes = {c.spec.name: c.process.returncode for c in self.children}
+        for child in self.children:
+            if not child.exited_unexpectedly and child.process.returncode not in (0, -signal.SIGINT):
+                self.failed.append(child.spec.name)
+                self._emit("runner", f"{child.spec.full_name} ended with code {child.process.returncode}")
+        return codes
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
