@@ -11,7 +11,8 @@ Per tick (``Router.tick(now)``):
      unknown-scene protocol and asks for a new decision;
   4. level 2: the behaviour layer serves the running 50 ms segment or re-plans it (B-spline
      template + Hermite blend from the current joint state) and writes the sub-task's torque
-     limits into the execution layer;
+     limits into the execution layer; with the cache disabled a fresh segment is planned every
+     tick from the measured state to the template at tau + horizon (``_plan_stateless``);
   5. level 3: per-joint PID on the segment, clamped to the execution layer's limit; persistent
      clamping sets the failure flag and the command ramps to the safe-stop set.
 
@@ -184,6 +185,9 @@ class Router:
         self.pid = VectorPid(gains)
         self.planner = SegmentPlanner(n, float(cfg["horizon_s"]), int(cfg["samples"]), float(cfg["blend_s"]),
                                       self.q_min, self.q_max, self.v_max)
+        # cache_enabled: false only: the stateless planner, whose blend spans exactly one segment
+        self.fresh_planner = SegmentPlanner(n, float(cfg["horizon_s"]), int(cfg["samples"]), float(cfg["horizon_s"]),
+                                            self.q_min, self.q_max, self.v_max)
         self.grip = GripMonitor(float(cfg["grip_force_threshold"]), float(cfg["grip_dwell_s"]))
         self.temperature_monitor = TemperatureMonitor(n, float(cfg["temperature_limit"]),
                                                       float(cfg["temperature_hysteresis"]))
@@ -726,6 +730,9 @@ class Router:
         anchored = bl.anchored[:bl.n_ctrl]
         look = now + self.period
         bl.lookups += 1
+        if not self.cache_enabled:
+            self._plan_stateless(tau, tpl, anchored)
+            return True
         if self.cache_enabled and bl.valid and look < bl.seg_t0 + pl.horizon:
             bl.hits += 1
             self.l2_hit = True
@@ -765,6 +772,26 @@ class Router:
         bl.seg_k0 = k0
         pl.plan(tpl, anchored, k0, 0.0, bl.e0, bl.ev0)
         bl.valid = True
+
+    def _plan_stateless(self, tau: float, tpl: Template, anchored: np.ndarray) -> None:
+        """Level 2 with the cache disabled: this tick's reference from scratch, nothing reused.
+
+        A fresh segment of ``samples`` points over ``horizon`` seconds from the measured (q, qd) to
+        the template's state at tau + horizon (template + Hermite blend whose blend time is the
+        horizon itself), sampled one control period ahead. No previous segment, junction or blend
+        enters: the reference is a function of this tick's measurement, the sub-task clock tau and
+        the sub-task's anchored template only. The behaviour layer's segment/blend fields are not
+        read or written (its hit count stays 0).
+        """
+        pl = self.fresh_planner
+        k0 = int(round(tau / pl.ds))
+        p0, v0 = pl.template_state(tpl, anchored, k0)
+        q = np.clip(self._js["pos"], self.q_min, self.q_max)
+        qd = np.clip(self._js["vel"], -self.v_max, self.v_max)
+        pl.plan(tpl, anchored, k0, 0.0, q - p0, qd - v0)
+        k = min(int(round(self.period / pl.ds)), pl.samples)
+        self.p_ref[:] = pl.pos[k]
+        self.v_ref[:] = pl.vel[k]
 
     # ------------------------------------------------------------------ level 3
     def _fail(self, now: float, why: str) -> None:
