@@ -1,6 +1,11 @@
+from glob import glob
+
 from setuptools import find_packages, setup
 
 PACKAGE = "csr_llm_bringup"
+# The workspace's config/ (profiles, node parameters, scenarios) ships in this package's share
+# directory, where csr_llm_core.paths finds it on an installed (colcon) workspace.
+CONFIG = "../../config"
 
 setup(
     name=PACKAGE,
@@ -11,6 +16,10 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),
+        ("share/" + PACKAGE + "/launch", glob("launch/*.launch.py")),
+        ("share/" + PACKAGE + "/config", glob(CONFIG + "/*.yaml")),
+        ("share/" + PACKAGE + "/config/scenarios", glob(CONFIG + "/scenarios/*.yaml")),
+        ("share/" + PACKAGE + "/config/gazebo", glob(CONFIG + "/gazebo/*")),
     ],
     python_requires=">=3.10",
     # rclpy and the ROS message packages come from the ROS install (or the ros-* wheels).

@@ -33,8 +33,8 @@ def cmd_run(args) -> int:
     for text in args.set or []:
         node, param, value = parse_override(text)
         overrides.setdefault(node, {})[param] = value
-    run_dir = new_run_dir(Path(args.runs_dir))
     profile_nodes = load_profile(args.profile).nodes
+    run_dir = new_run_dir(Path(args.runs_dir))
     if any(spec.name == "recorder" for spec in profile_nodes):
         overrides.setdefault("recorder", {}).setdefault("run_dir", str(run_dir.resolve()))
     profile = load_profile(args.profile, overrides)

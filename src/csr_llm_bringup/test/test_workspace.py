@@ -21,6 +21,7 @@ def _clean_make_env():
 @pytest.mark.slow
 def test_colcon_build_of_the_whole_workspace(tmp_path):
     shutil.copytree(REPO / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(REPO / "config", tmp_path / "config")
     shutil.copy(REPO / "colcon.meta", tmp_path / "colcon.meta")
     venv = VENV_BIN.parent
     env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}", AMENT_PREFIX_PATH=str(venv),
@@ -35,6 +36,9 @@ def test_colcon_build_of_the_whole_workspace(tmp_path):
     for package in ("csr_llm_core", "action_router", "csr_llm_bringup"):
         assert (install / package / "share/ament_index/resource_index/packages" / package).is_file()
         assert list((install / package / "lib").glob(f"python3*/site-packages/{package}/__init__.py"))
+    share = install / "csr_llm_bringup" / "share" / "csr_llm_bringup"
+    assert (share / "launch" / "sim.launch.py").is_file() and (share / "config" / "sim.yaml").is_file()
+    assert (share / "config" / "gazebo" / "ros_gz_bridge.yaml").is_file()
     (msgs_site,) = (install / "csr_llm_msgs" / "lib").glob("python3*/site-packages")
     probe = subprocess.run(
         [sys.executable, "-c", "import csr_llm_msgs.msg as m, sys; m.Decision(); print(m.__file__)"],

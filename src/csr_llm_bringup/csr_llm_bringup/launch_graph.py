@@ -1,0 +1,60 @@
+"""Launch descriptions built from a profile (for machines with `ros2 launch`).
+
+`node_actions_kwargs` is plain (no launch import) so the equivalence with the runner can be
+tested where launch is not installed; `generate_launch_description` wraps it in launch_ros
+actions, resolving the `params_file`, `namespace` and `use_sim_time` arguments at launch time.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from .graph import load_profile
+
+
+def _as_bool(value: Any) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def node_actions_kwargs(profile: str, params_file: str = "", namespace: str = "",
+                        use_sim_time: Optional[str] = None, activate_router: str = "") -> List[Dict[str, Any]]:
+    """Keyword arguments of one launch_ros Node/LifecycleNode per profile node."""
+    loaded = load_profile(profile)
+    out = []
+    for spec in loaded.nodes:
+        parameters: Dict[str, Any] = dict(spec.parameters)
+        if use_sim_time not in (None, ""):
+            parameters["use_sim_time"] = _as_bool(use_sim_time)
+        if spec.lifecycle and activate_router != "":
+            parameters["autostart"] = _as_bool(activate_router)
+        kwargs = {"package": spec.package, "executable": spec.executable, "name": spec.name,
+                  "namespace": (namespace or spec.namespace).strip("/"),
+                  "parameters": [parameters] + ([params_file] if params_file else []),
+                  "remappings": list(spec.remappings), "output": "screen", "lifecycle": spec.lifecycle}
+        out.append(kwargs)
+    return out
+
+
+def generate_launch_description(profile: str):
+    from launch import LaunchDescription
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+    from launch.substitutions import LaunchConfiguration
+    from launch_ros.actions import LifecycleNode, Node
+
+    def make_nodes(context, *args, **kwargs):
+        def arg(name):
+            return LaunchConfiguration(name).perform(context)
+        actions = []
+        for node_kwargs in node_actions_kwargs(profile, arg("params_file"), arg("namespace"), arg("use_sim_time"),
+                                               arg("activate_router")):
+            cls = LifecycleNode if node_kwargs.pop("lifecycle") else Node
+            actions.append(cls(**node_kwargs))
+        return actions
+
+    return LaunchDescription([
+        DeclareLaunchArgument("params_file", default_value="", description="extra ROS 2 params file for every node"),
+        DeclareLaunchArgument("namespace", default_value="", description="namespace for every node"),
+        DeclareLaunchArgument("use_sim_time", default_value="", description="override the profile's use_sim_time"),
+        DeclareLaunchArgument("activate_router", default_value="",
+                              description="true/false: set the router's autostart (configure + activate)"),
+        OpaqueFunction(function=make_nodes),
+    ])

@@ -1,0 +1,119 @@
+"""One description per profile: the launch files and the runner derive the same graph from it."""
+import sys
+import types
+
+import pytest
+import yaml
+
+from csr_llm_bringup.graph import ProfileError, load_profile, parse_override
+from csr_llm_bringup.launch_graph import generate_launch_description
+from csr_llm_bringup.runner import node_command, resolve_entry_point, write_params_file
+
+
+class _Recorded:
+    """Stand-in for a launch action class: records its constructor arguments."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+@pytest.fixture
+def fake_launch(monkeypatch):
+    """launch/launch_ros are not installable here: stub the classes our launch files use."""
+    created = []
+
+    def recorder(kind):
+        return type(kind, (_Recorded,), {"__init__": lambda self, *a, **k: (created.append((kind, k)),
+                                                                            _Recorded.__init__(self, *a, **k))[1]})
+
+    class LaunchConfiguration:
+        def __init__(self, name):
+            self.name = name
+
+        def perform(self, context):
+            return context.launch_configurations.get(self.name, "")
+
+    modules = {
+        "launch": types.SimpleNamespace(LaunchDescription=lambda actions: list(actions)),
+        "launch.actions": types.SimpleNamespace(DeclareLaunchArgument=recorder("DeclareLaunchArgument"),
+                                                OpaqueFunction=recorder("OpaqueFunction")),
+        "launch.substitutions": types.SimpleNamespace(LaunchConfiguration=LaunchConfiguration),
+        "launch_ros": types.SimpleNamespace(),
+        "launch_ros.actions": types.SimpleNamespace(Node=recorder("Node"), LifecycleNode=recorder("LifecycleNode")),
+    }
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    return created
+
+
+def launch_nodes(fake_launch, profile, **configurations):
+    description = generate_launch_description(profile)
+    declared = {a.kwargs.get("name") or a.args[0] for a in description if type(a).__name__ == "DeclareLaunchArgument"}
+    assert {"params_file", "namespace", "use_sim_time"} <= declared
+    (opaque,) = [a for a in description if type(a).__name__ == "OpaqueFunction"]
+    context = types.SimpleNamespace(launch_configurations=configurations)
+    return opaque.kwargs["function"](context)
+
+
+def parse_runner_command(argv):
+    ros_args = argv[argv.index("--ros-args") + 1:]
+    remaps, params_file = [], None
+    for flag, value in zip(ros_args[::2], ros_args[1::2]):
+        if flag == "-r":
+            remaps.append(tuple(value.split(":=", 1)))
+        elif flag == "--params-file":
+            params_file = value
+    return remaps, params_file
+
+
+@pytest.mark.parametrize("profile", ["sim", "robot", "replay"])
+def test_launch_and_runner_derive_the_same_nodes_parameters_and_remaps(fake_launch, tmp_path, profile):
+    actions = launch_nodes(fake_launch, profile)
+    loaded = load_profile(profile)
+    assert len(actions) == len(loaded.nodes)
+    for action, spec in zip(actions, loaded.nodes):
+        kwargs = action.kwargs
+        assert type(action).__name__ == ("LifecycleNode" if spec.lifecycle else "Node")
+        remaps, params_file = parse_runner_command(node_command(spec, write_params_file(spec, tmp_path)))
+        runner_params = yaml.safe_load(open(params_file))["/**"]["ros__parameters"]
+        assert (kwargs["package"], kwargs["executable"]) == (spec.package, spec.executable)
+        assert ("__node", kwargs["name"]) in remaps
+        node_remaps = [r for r in remaps if not r[0].startswith("__")]
+        assert node_remaps == list(kwargs["remappings"])
+        assert kwargs["parameters"] == [runner_params]
+        assert runner_params["use_sim_time"] == loaded.use_sim_time
+        module, func = resolve_entry_point(spec.package, spec.executable)
+        assert module.startswith(spec.package)
+
+
+def test_launch_arguments_namespace_params_file_and_sim_time(fake_launch):
+    actions = launch_nodes(fake_launch, "robot", namespace="robot7", params_file="/tmp/extra.yaml",
+                           use_sim_time="true", activate_router="true")
+    for action in actions:
+        assert action.kwargs["namespace"] == "robot7"
+        assert action.kwargs["parameters"][-1] == "/tmp/extra.yaml"
+        assert action.kwargs["parameters"][0]["use_sim_time"] is True
+    (router,) = [a for a in actions if type(a).__name__ == "LifecycleNode"]
+    assert router.kwargs["parameters"][0]["autostart"] is True
+
+
+def test_profile_parameters_merge_files_then_inline_then_overrides():
+    profile = load_profile("sim", {"reasoning": {"tau_mem": 1234}})
+    reasoning = profile.node("reasoning")
+    assert reasoning.parameters["tau_mem"] == 1234                   # override beats inline 2048
+    assert reasoning.parameters["evict_ratio"] == 0.5                # from config/reasoning.yaml
+    router = profile.node("action_router")
+    assert router.lifecycle and router.parameters["autostart"] is True
+    assert router.parameters["gains"]["arm_elbow"]["p"] > 0          # nested control_toolbox gains kept
+
+
+def test_bad_profiles_and_overrides_are_clear_errors(tmp_path):
+    with pytest.raises(ProfileError, match="no profile 'nope'"):
+        load_profile("nope")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nodes:\n  - {name: x}\n")
+    with pytest.raises(ProfileError, match="needs name, package, executable"):
+        load_profile(bad)
+    with pytest.raises(ProfileError, match="node.parameter=value"):
+        parse_override("tau_mem=5")
+    assert parse_override("reasoning.tau_mem=5") == ("reasoning", "tau_mem", 5)

@@ -1,0 +1,105 @@
+"""The runner: prefixed logs, Ctrl-C and crashing nodes end cleanly with the right exit code."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from csr_llm_core.paths import config_dir
+
+
+def write_profile(path: Path, aggregator_params: str = "") -> Path:
+    cfg = config_dir()
+    path.write_text(f"""
+use_sim_time: false
+nodes:
+  - name: aggregator
+    package: csr_llm_core
+    executable: aggregator_node
+    parameter_files: [{cfg / 'aggregator.yaml'}]
+    remappings: {{events: scenario_events}}
+{aggregator_params}
+  - name: recorder
+    package: csr_llm_bringup
+    executable: recorder_node
+    parameter_files: [{cfg / 'recorder.yaml'}]
+    parameters: {{status_period: 0.0, topics: [state_chunks]}}
+""")
+    return path
+
+
+def shm_entries():
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def run_cli(tmp_path, profile, *extra):
+    return subprocess.Popen([sys.executable, "-m", "csr_llm_bringup.cli", "run", "--profile", str(profile),
+                             "--runs-dir", str(tmp_path / "runs"), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def child_pids(output):
+    return [int(pid) for pid in re.findall(r"pid (\d+)\)", output)]
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_started(process, lines, names, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if all(any(f"[{n}]" in l and ("aggregating" in l or "recording" in l) for l in lines) for n in names):
+            return True
+    return False
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_node_cleanly(tmp_path):
+    before = shm_entries()
+    runner = run_cli(tmp_path, write_profile(tmp_path / "two.yaml"))
+    lines = []
+    assert wait_started(runner, lines, ["aggregator", "recorder"]), "".join(lines)
+    runner.send_signal(signal.SIGINT)
+    out, _ = runner.communicate(timeout=60)
+    output = "".join(lines) + out
+    assert runner.returncode == 0, output
+    pids = child_pids(output)
+    assert len(pids) == 2 and not any(alive(pid) for pid in pids)
+    assert "exit codes: {'aggregator': 0, 'recorder': 0}" in output
+    assert shm_entries() - before == set()
+    latest = tmp_path / "runs" / "latest"
+    assert latest.is_symlink() and (latest / "aggregator.log").exists() and (latest / "summary.json").exists()
+    assert "-r events:=scenario_events" not in output     # remaps are passed as arguments, not logged
+    assert (latest / "params" / "aggregator.params.yaml").exists()
+
+
+@pytest.mark.slow
+def test_a_crashing_node_stops_the_graph_with_a_nonzero_exit(tmp_path):
+    before = shm_entries()
+    profile = write_profile(tmp_path / "crash.yaml", "    parameters: {topics: [a, b], types: [event]}")
+    runner = run_cli(tmp_path, profile, "--duration", "60")
+    out, _ = runner.communicate(timeout=90)
+    assert runner.returncode == 1, out
+    assert re.search(r"\[runner\] /aggregator exited unexpectedly with code [1-9]", out), out
+    assert "[aggregator]" in out and "same length" in out            # the node's own error, prefixed
+    assert not any(alive(pid) for pid in child_pids(out))
+    assert shm_entries() - before == set()
+
+
+def test_unknown_profile_is_a_clear_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "csr_llm_bringup.cli", "run", "--profile", "nope",
+                             "--runs-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "csr-llm: error: no profile 'nope'" in result.stderr
