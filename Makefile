@@ -17,7 +17,10 @@ PY_PACKAGES := csr_llm_core action_router csr_llm_bringup
 PY_PACKAGE_FILES := $(foreach p,$(PY_PACKAGES),src/$(p)/setup.py src/$(p)/setup.cfg src/$(p)/package.xml)
 MSG_FILES := src/msgs/CMakeLists.txt src/msgs/package.xml $(wildcard src/msgs/msg/*.msg src/msgs/srv/*.srv)
 
-.PHONY: setup test clean-venv
+PROFILE ?= sim
+DURATION ?=
+
+.PHONY: setup test run clean-venv
 
 setup: $(STAMPS)/model
 	@echo "[setup] environment ready in $(VENV)"
@@ -54,6 +57,11 @@ $(STAMPS)/model: $(STAMPS)/packages
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The whole suite on the simulated robot until Ctrl-C, or for DURATION wall-clock seconds; report,
+# plots, summary.json and the MCAP bag land in build/runs/latest/.
+run: setup
+	$(PY) -m csr_llm_bringup.cli run --profile $(PROFILE) $(if $(DURATION),--duration $(DURATION))
 
 clean-venv:
 	rm -rf $(VENV) build/msgs build/msgs.log
