@@ -5,6 +5,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 from rclpy.node import Node
@@ -54,6 +55,13 @@ class ReasoningNode(Node):
         threads = (p("n_threads_primary", 1).value, p("n_threads_secondary", 1).value)
         model_path = p("model_path", "").value
         self.decision_hz = float(p("decision_hz", 2.0).value)
+        self.period = 1.0 / self.decision_hz if self.decision_hz > 0 else None
+        # clock: periodic decisions on the node clock; chunks: on the chunks' own stamps, so the
+        # decisions are a function of the chunk stream alone (bag replay regression runs)
+        self.trigger_mode = p("decision_trigger", "clock").value
+        if self.trigger_mode not in ("clock", "chunks"):
+            raise ValueError(f"decision_trigger must be 'clock' or 'chunks', got {self.trigger_mode!r}")
+        self.decide_on_request = bool(p("decide_on_request", True).value)
         self.status_hz = float(p("status_hz", 2.0).value)
         intents_file = p("intents_file", "").value or str(config_file("intents.yaml"))
         prompt_file = p("prompt_file", "").value or str(config_file("prompt.yaml"))
@@ -87,9 +95,8 @@ class ReasoningNode(Node):
         self.interrupt_depth = 0
         self.decision_id = 0
         self._wake = threading.Condition()
-        self._pending_event = False
+        self._chunks = deque()
         self._pending_request = False
-        self._pending_chunks = False
         self._stopping = False
         self.decision_pub = self.create_publisher(Decision, "decision", RELIABLE)
         self.status_pub = self.create_publisher(CsrStatus, "csr_status", 10)
@@ -105,19 +112,15 @@ class ReasoningNode(Node):
 
     # --- callbacks -------------------------------------------------------------------------
     def _on_chunk(self, msg: StateChunk) -> None:
-        try:
-            self.reasoner.add_chunk(msg.seq, msg.text, source=msg.source_topic, kind=msg.kind,
-                                    stamp=msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
-        except ChunkRejected as err:
-            self.get_logger().warning(str(err))
-            return
+        # Chunks are applied by the decision thread, in order, so a decision's prefix is exactly
+        # the chunks up to the one that triggered it (not whatever arrived while it waited).
         with self._wake:
-            self._pending_chunks = True
-            if msg.kind == StateChunk.KIND_EVENT:
-                self._pending_event = True
+            self._chunks.append(msg)
             self._wake.notify()
 
     def _on_request(self, msg: String) -> None:
+        if not self.decide_on_request:
+            return
         self.get_logger().info(f"decision requested: {msg.data or '(no reason given)'}")
         with self._wake:
             self._pending_request = True
@@ -131,37 +134,61 @@ class ReasoningNode(Node):
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
+    def _clock_due(self) -> bool:
+        if self.trigger_mode != "clock" or self.period is None:
+            return False
+        now = self._now()
+        if self._next_due is None:
+            self._next_due = now + self.period
+        return now >= self._next_due
+
     def _decision_loop(self) -> None:
-        period = 1.0 / self.decision_hz if self.decision_hz > 0 else None
         while True:
             with self._wake:
-                now = self._now()
-                if self._next_due is None and period:
-                    self._next_due = now + period
-                due = period is not None and now >= self._next_due
-                if not (self._stopping or self._pending_event or self._pending_request or self._pending_chunks or due):
+                while not (self._stopping or self._chunks or self._pending_request or self._clock_due()):
                     self._wake.wait(timeout=0.01)
-                    continue
                 if self._stopping:
                     return
-                trigger = None
-                if self._pending_event:
-                    trigger = Decision.TRIGGER_EVENT
-                elif self._pending_request:
-                    trigger = Decision.TRIGGER_REQUEST
-                elif due:
-                    trigger = Decision.TRIGGER_PERIODIC
-                self._pending_event = self._pending_request = self._pending_chunks = False
+                chunks, self._chunks = list(self._chunks), deque()
+                request, self._pending_request = self._pending_request, False
             try:
-                if trigger is None:
+                decided = False
+                for msg in chunks:
+                    trigger = self._apply_chunk(msg)
+                    if trigger is not None:
+                        self._decide(trigger)
+                        decided = True
+                if request:
+                    self._decide(Decision.TRIGGER_REQUEST)
+                    decided = True
+                if self._clock_due():
+                    self._next_due = max(self._next_due + self.period, self._now())
+                    self._decide(Decision.TRIGGER_PERIODIC)
+                    decided = True
+                if chunks and not decided:
                     self.reasoner.pump()
-                    continue
-                if period:
-                    self._next_due = self._now() + period
-                self._decide(trigger)
             except Exception as err:  # keep the node up; the next trigger retries
                 self.get_logger().error(f"decision failed: {type(err).__name__}: {err}")
                 time.sleep(0.1)
+
+    def _apply_chunk(self, msg: StateChunk):
+        """Append one chunk; return the trigger it causes (event, or a due time crossed in 'chunks' mode)."""
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        try:
+            self.reasoner.add_chunk(msg.seq, msg.text, source=msg.source_topic, kind=msg.kind, stamp=stamp)
+        except ChunkRejected as err:
+            self.get_logger().warning(str(err))
+            return None
+        if msg.kind == StateChunk.KIND_EVENT:
+            return Decision.TRIGGER_EVENT
+        if self.trigger_mode == "chunks" and self.period is not None:
+            if self._next_due is None:
+                self._next_due = stamp + self.period
+            elif stamp >= self._next_due:
+                while self._next_due <= stamp:
+                    self._next_due += self.period
+                return Decision.TRIGGER_PERIODIC
+        return None
 
     def _decide(self, trigger: int) -> None:
         decision = self.reasoner.decide(running=self.running_intent, interrupts=self.interrupt_depth)
@@ -193,6 +220,10 @@ class ReasoningNode(Node):
             self._stopping = True
             self._wake.notify()
         self._thread.join(timeout=30)
+        with self._wake:
+            pending, self._chunks = list(self._chunks), deque()
+        for msg in pending:          # accepted chunks are kept (and saved), not dropped at shutdown
+            self._apply_chunk(msg)
         if self.state_dir:
             try:
                 if not self.reasoner.wait_reconciled(timeout=30):
