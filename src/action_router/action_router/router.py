@@ -286,6 +286,7 @@ class Router:
         self.requests: List[str] = []
         self.sounds: List[str] = []
         self.p_ref = np.zeros(n)
+        self.tracking = False
         self.v_ref = np.zeros(n)
         self._seed_task_layer()
 
@@ -567,6 +568,7 @@ class Router:
         self._level1(now, state_ok)
         t2 = time.perf_counter()
         tracking = self._level2(now, state_ok)
+        self.tracking = tracking
         t3 = time.perf_counter()
         self._level3(now, dt, state_ok, tracking, wrench_time)
         t4 = time.perf_counter()
@@ -964,4 +966,6 @@ class Router:
             "grip_done_count": self.grip_done_count, "derate_count": self.derate_count,
             "confidence_flips": self.confidence.flips, "failsafe_count": self.failsafe_count,
             "input_faults": self.faults.total,
+            "slip_detected": bool(getattr(self.encoder, "last_slip_weight", 1.0) < 1.0),
+            "odom_weight": float(getattr(self.encoder, "last_slip_weight", 1.0)),
         }

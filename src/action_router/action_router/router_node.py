@@ -150,6 +150,7 @@ class RouterNode(LifecycleNode):
         n = r.n
         self._effort_msg = Float64MultiArray()
         self._motor_msg = MotorCommand(joint_names=list(r.joints))
+        self._no_reference = [math.nan] * len(r.joints)
         self.get_logger().info(
             f"configured: joints={r.joints}, control_hz={cfg['control_hz']}, zone={r.zone} "
             f"(threshold {r.threshold:.2f}), cache={'on' if r.cache_enabled else 'off'}, "
@@ -257,6 +258,7 @@ class RouterNode(LifecycleNode):
             m.effort = eff
             m.effort_limit = r.effort_limit.tolist()
             m.clamped = r.clamped.tolist()
+            m.reference_position = r.p_ref.tolist() if r.tracking else self._no_reference
             m.execution_state = int(r.execution_state)
             m.source = int(r.source)
             m.sub_task = r.active_sub_task
