@@ -401,12 +401,19 @@ class Simulator:
         d.qpos[qa:qa + 3] = pos
         d.qpos[qa + 3:qa + 7] = quat
         d.qvel[va:va + 6] = 0.0
-        m.geom_contype[self._obj_geom], m.geom_conaffinity[self._obj_geom] = 1, 3
+        self._set_object_collisions(1, 3)
         m.body_gravcomp[self._obj_body] = 0.0
         d.mocap_pos[self._shelf_mocap] = board
         d.mocap_quat[self._shelf_mocap] = quat
         self.object_present, self.object_name = True, str(name)
         return pos
+
+    def _set_object_collisions(self, contype: int, conaffinity: int) -> None:
+        m = self.model
+        m.geom_contype[self._obj_geom], m.geom_conaffinity[self._obj_geom] = contype, conaffinity
+        # the broadphase filters on the per-body union as well (MuJoCo >= 3.1)
+        if hasattr(m, "body_contype"):
+            m.body_contype[self._obj_body], m.body_conaffinity[self._obj_body] = contype, conaffinity
 
     def remove_object(self) -> None:
         m, d = self.model, self.data
@@ -414,7 +421,7 @@ class Simulator:
         d.qpos[qa:qa + 3] = PARKED_OBJECT
         d.qpos[qa + 3:qa + 7] = (1.0, 0.0, 0.0, 0.0)
         d.qvel[va:va + 6] = 0.0
-        m.geom_contype[self._obj_geom] = m.geom_conaffinity[self._obj_geom] = 0
+        self._set_object_collisions(0, 0)
         m.body_gravcomp[self._obj_body] = 1.0
         self.object_present = False
 
@@ -480,9 +487,11 @@ class Simulator:
         return self._odom
 
     def grip_force(self) -> float:
-        """Squeeze force (N): the smaller of the two finger-pad normal forces (both pads must press)."""
+        """Grip force (N): the moving jaw's pad force (its force sensor), counted only while the fixed
+        jaw also touches (> 1 N), so pushing something with one jaw is not a grip. (The fixed jaw can
+        read less when the gripped thing also rests on something: a shelf, the door lever's spring.)"""
         sd = self.data.sensordata
-        return float(min(sd[self._s_pad_fixed], sd[self._s_pad_moving]))
+        return float(sd[self._s_pad_moving]) if sd[self._s_pad_fixed] > 1.0 else 0.0
 
     def pad_forces(self) -> Tuple[float, float]:
         sd = self.data.sensordata
@@ -538,6 +547,7 @@ class Simulator:
             "person_distance": self.person_distance(),
             "person_xy": list(self.person_pos),
             "grip_force": self.grip_force(),
+            "pad_forces": list(self.pad_forces()),
             "door_angle": self.door_angle(),
             "object_present": self.object_present,
             "object_xyz": list(self.object_position()) if self.object_present else None,
