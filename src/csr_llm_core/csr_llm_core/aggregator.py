@@ -16,6 +16,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 KIND_EVENT = 0
 KIND_CONTINUOUS = 1
+KIND_WATERMARK = 2
 TOPIC_TYPES = ("joint_states", "imu", "odometry", "temperature", "wrench", "event")
 _SPACES = re.compile(r"\s+")
 
@@ -104,7 +105,12 @@ SUMMARIZERS: Dict[str, Callable[[Mapping], Tuple[Tuple[float, ...], str]]] = {
 
 
 class Aggregator:
-    def __init__(self, specs: Sequence[TopicSpec], *, max_event_chars: int = 300, first_seq: int = 0):
+    """Chunks from samples and events. `watermark_period` > 0 adds a watermark each time sample
+    time crosses a multiple of it: every chunk stamped before the watermark has been emitted
+    (watermarks carry the seq the next chunk will get and do not consume one)."""
+
+    def __init__(self, specs: Sequence[TopicSpec], *, max_event_chars: int = 300, first_seq: int = 0,
+                 watermark_period: float = 0.0):
         self.topics: Dict[str, _TopicState] = {}
         for spec in specs:
             if spec.type not in TOPIC_TYPES:
@@ -114,6 +120,21 @@ class Aggregator:
             self.topics[spec.topic] = _TopicState(spec)
         self.max_event_chars = max_event_chars
         self.next_seq = first_seq
+        self.watermark_period = float(watermark_period)
+        self._next_watermark: Optional[float] = None
+
+    def watermark(self, stamp: float) -> Optional[ChunkOut]:
+        """A watermark when `stamp` crossed the next multiple of watermark_period, else None."""
+        if self.watermark_period <= 0:
+            return None
+        if self._next_watermark is None:
+            self._next_watermark = (math.floor(stamp / self.watermark_period) + 1) * self.watermark_period
+            return None
+        if stamp < self._next_watermark - 1e-9:
+            return None
+        boundary = math.floor(stamp / self.watermark_period + 1e-9) * self.watermark_period
+        self._next_watermark = boundary + self.watermark_period
+        return ChunkOut(self.next_seq, round(boundary, 9), "", KIND_WATERMARK, "")
 
     def _chunk(self, topic: str, kind: int, stamp: float, body: str) -> ChunkOut:
         chunk = ChunkOut(self.next_seq, stamp, topic, kind, f"[{stamp:.2f}s] {topic}: {body}")

@@ -59,11 +59,13 @@ class AggregatorNode(Node):
         periods = self.declare_parameter("periods", DEFAULT_PERIODS).value
         thresholds = self.declare_parameter("thresholds", DEFAULT_THRESHOLDS).value
         max_event_chars = self.declare_parameter("max_event_chars", 300).value
+        watermark_period = self.declare_parameter("watermark_period", 0.5).value
         if not (len(topics) == len(types) == len(periods) == len(thresholds)):
             raise ValueError("parameters topics, types, periods and thresholds must have the same length")
         specs = [TopicSpec(t, k, float(p) if k != "event" else 1.0, float(th))
                  for t, k, p, th in zip(topics, types, periods, thresholds)]
-        self.aggregator = Aggregator(specs, max_event_chars=int(max_event_chars))
+        self.aggregator = Aggregator(specs, max_event_chars=int(max_event_chars),
+                                     watermark_period=float(watermark_period))
         self.faults = FaultLog(self)
         self._lock = threading.Lock()   # one sequence, whatever thread a callback runs on
         self.publisher = self.create_publisher(StateChunk, "state_chunks", CHUNK_QOS)
@@ -76,8 +78,8 @@ class AggregatorNode(Node):
         self.get_logger().info(f"aggregating {', '.join(f'{s.topic} ({s.type})' for s in specs)} -> state_chunks")
 
     def _publish(self, chunk) -> None:
-        msg = StateChunk(seq=chunk.seq, source_topic=self.resolve_topic_name(chunk.source_topic),
-                         kind=chunk.kind, text=chunk.text, token_count=-1)
+        source = self.resolve_topic_name(chunk.source_topic) if chunk.source_topic else ""
+        msg = StateChunk(seq=chunk.seq, source_topic=source, kind=chunk.kind, text=chunk.text, token_count=-1)
         msg.header.stamp.sec = int(chunk.stamp)
         msg.header.stamp.nanosec = int(round((chunk.stamp - int(chunk.stamp)) * 1e9)) % 1_000_000_000
         self.publisher.publish(msg)
@@ -93,8 +95,12 @@ class AggregatorNode(Node):
     def _on_sample(self, spec: TopicSpec, msg) -> None:
         try:
             sample = to_sample(spec.type, msg)
+            stamp = stamp_seconds(self, msg.header)
             with self._lock:
-                chunk = self.aggregator.on_sample(spec.topic, sample, stamp_seconds(self, msg.header))
+                mark = self.aggregator.watermark(stamp)   # before this sample's own chunk (stamped >= mark)
+                if mark is not None:
+                    self._publish(mark)
+                chunk = self.aggregator.on_sample(spec.topic, sample, stamp)
                 if chunk is not None:
                     self._publish(chunk)
         except (SampleError, KeyError, TypeError, ValueError) as err:

@@ -1,12 +1,14 @@
 """Reasoning node: StateChunk stream -> CSR token store (+ ASR) -> Decision at decision_hz and on events."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
 import time
 from collections import deque
 from pathlib import Path
+from typing import Optional
 
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
@@ -154,10 +156,7 @@ class ReasoningNode(Node):
             try:
                 decided = False
                 for msg in chunks:
-                    trigger = self._apply_chunk(msg)
-                    if trigger is not None:
-                        self._decide(trigger)
-                        decided = True
+                    decided |= self._apply_chunk(msg)
                 if request:
                     self._decide(Decision.TRIGGER_REQUEST)
                     decided = True
@@ -171,26 +170,38 @@ class ReasoningNode(Node):
                 self.get_logger().error(f"decision failed: {type(err).__name__}: {err}")
                 time.sleep(0.1)
 
-    def _apply_chunk(self, msg: StateChunk):
-        """Append one chunk; return the trigger it causes (event, or a due time crossed in 'chunks' mode)."""
+    def _apply_chunk(self, msg: StateChunk, decide: bool = True) -> bool:
+        """Apply one chunk in stream order, deciding where it triggers; returns whether it decided.
+
+        In 'chunks' mode a chunk or watermark stamped at or after the next due time (a multiple of
+        1/decision_hz) first triggers the periodic decision on the chunks before it, stamped with
+        that due time; an event chunk then triggers one on the chunks up to and including it.
+        """
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        decided = False
+        if self.trigger_mode == "chunks" and self.period is not None:
+            if self._next_due is None:
+                self._next_due = (math.floor(stamp / self.period + 1e-9) + 1) * self.period
+            elif stamp >= self._next_due - 1e-9:
+                due = self._next_due
+                while self._next_due <= stamp + 1e-9:
+                    self._next_due += self.period
+                if decide:
+                    self._decide(Decision.TRIGGER_PERIODIC, stamp=due)
+                    decided = True
+        if msg.kind == StateChunk.KIND_WATERMARK:
+            return decided
         try:
             self.reasoner.add_chunk(msg.seq, msg.text, source=msg.source_topic, kind=msg.kind, stamp=stamp)
         except ChunkRejected as err:
             self.get_logger().warning(str(err))
-            return None
-        if msg.kind == StateChunk.KIND_EVENT:
-            return Decision.TRIGGER_EVENT
-        if self.trigger_mode == "chunks" and self.period is not None:
-            if self._next_due is None:
-                self._next_due = stamp + self.period
-            elif stamp >= self._next_due:
-                while self._next_due <= stamp:
-                    self._next_due += self.period
-                return Decision.TRIGGER_PERIODIC
-        return None
+            return decided
+        if msg.kind == StateChunk.KIND_EVENT and decide:
+            self._decide(Decision.TRIGGER_EVENT, stamp=stamp if self.trigger_mode == "chunks" else None)
+            decided = True
+        return decided
 
-    def _decide(self, trigger: int) -> None:
+    def _decide(self, trigger: int, stamp: Optional[float] = None) -> None:
         decision = self.reasoner.decide(running=self.running_intent, interrupts=self.interrupt_depth)
         result = decision.result
         msg = Decision(decision_id=self.decision_id, intent=result.decision.intent,
@@ -199,7 +210,11 @@ class ReasoningNode(Node):
                        last_chunk_seq=max(decision.last_chunk_seq, 0), ttft_ms=result.ttft_ms,
                        total_ms=decision.catchup_ms + result.total_ms, resource=decision.resource,
                        raw_output=result.text)
-        msg.header.stamp = self.get_clock().now().to_msg()
+        if stamp is None:
+            msg.header.stamp = self.get_clock().now().to_msg()
+        else:   # the logical time the decision belongs to (reproducible under replay)
+            msg.header.stamp.sec = int(math.floor(stamp))
+            msg.header.stamp.nanosec = min(int(round((stamp - math.floor(stamp)) * 1e9)), 999_999_999)
         self.decision_id += 1
         self.decision_pub.publish(msg)
 
@@ -223,7 +238,7 @@ class ReasoningNode(Node):
         with self._wake:
             pending, self._chunks = list(self._chunks), deque()
         for msg in pending:          # accepted chunks are kept (and saved), not dropped at shutdown
-            self._apply_chunk(msg)
+            self._apply_chunk(msg, decide=False)
         if self.state_dir:
             try:
                 if not self.reasoner.wait_reconciled(timeout=30):

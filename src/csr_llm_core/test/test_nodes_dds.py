@@ -83,8 +83,13 @@ def test_aggregator_and_reasoning_nodes_over_dds(tmp_path, catalogue):
         reasoning_rc, reasoning_out = stop(reasoning)
         aggregator_rc, aggregator_out = stop(aggregator)
     assert reasoning_rc == 0 and aggregator_rc == 0, reasoning_out[-3000:] + aggregator_out[-3000:]
-    seqs = [c.seq for c in chunks]
+    seqs = [c.seq for c in chunks if c.kind != StateChunk.KIND_WATERMARK]
     assert seqs == list(range(len(seqs))) and len(seqs) >= 10          # gap-free, from 0
+    marks = [c for c in chunks if c.kind == StateChunk.KIND_WATERMARK]
+    assert len(marks) >= 10 and all(m.text == "" and m.header.stamp.nanosec % 500_000_000 == 0 for m in marks)
+    for before, after in zip(chunks, chunks[1:]):     # a watermark carries the seq of the chunk after it
+        if before.kind == StateChunk.KIND_WATERMARK and after.kind != StateChunk.KIND_WATERMARK:
+            assert before.seq == after.seq
     event_texts = [c.text for c in chunks if c.kind == StateChunk.KIND_EVENT]
     assert len(event_texts) == 2 and "person approaching" in event_texts[0]
     assert aggregator_out.count("ignored a sample on joint_states") == 1, aggregator_out

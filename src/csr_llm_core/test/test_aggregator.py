@@ -1,0 +1,73 @@
+"""Aggregator: events at once, continuous topics summarised per period of sample time, watermarks."""
+import math
+
+import pytest
+
+from csr_llm_core.aggregator import (KIND_CONTINUOUS, KIND_EVENT, KIND_WATERMARK, Aggregator, SampleError,
+                                     TopicSpec)
+
+JOINTS = ["arm_shoulder_pan", "arm_elbow"]
+
+
+def joint_sample(q0, q1=0.0, v=0.0):
+    return {"name": JOINTS, "position": [q0, q1], "velocity": [v, v]}
+
+
+def make(**kwargs):
+    return Aggregator([TopicSpec("joint_states", "joint_states", period=1.0, threshold=0.05),
+                       TopicSpec("motor_temperature", "temperature", period=2.0, threshold=1.0),
+                       TopicSpec("events", "event")], **kwargs)
+
+
+def test_a_1khz_topic_yields_one_summary_per_period_and_only_on_change():
+    agg = make()
+    chunks = []
+    for i in range(5000):                            # 5 s at 1 kHz, moving for 2 s then still
+        t = i * 0.001
+        q = 0.3 * min(t, 2.0)
+        chunk = agg.on_sample("joint_states", joint_sample(q, v=0.3 if t < 2 else 0.0), t)
+        if chunk:
+            chunks.append(chunk)
+    assert [round(c.stamp, 3) for c in chunks] == [0.0, 1.0, 2.0]   # then nothing changes
+    assert all(c.kind == KIND_CONTINUOUS for c in chunks)
+    assert chunks[1].text == "[1.00s] joint_states: joints[rad] arm_shoulder_pan=0.30 arm_elbow=0.00; max speed 0.30 rad/s"
+    assert [c.seq for c in chunks] == [0, 1, 2]
+
+
+def test_events_are_chunks_at_once_and_sequence_is_shared_and_gap_free():
+    agg = make()
+    a = agg.on_sample("joint_states", joint_sample(0.1), 0.0)
+    e = agg.on_event("events", "  person   approaching,\\n distance 0.5 m ", 0.25)
+    assert (a.seq, e.seq, e.kind) == (0, 1, KIND_EVENT)
+    assert e.text == "[0.25s] events: person approaching,\\n distance 0.5 m"
+    long = agg.on_event("events", "x" * 1000, 0.3)
+    assert long.text.endswith("[truncated]") and len(long.text) < 350
+
+
+def test_bad_samples_raise_a_clear_error_and_leave_no_gap():
+    agg = make()
+    with pytest.raises(SampleError, match="non-finite joint position"):
+        agg.on_sample("joint_states", joint_sample(math.nan), 0.0)
+    with pytest.raises(SampleError, match="2 names but 1 positions"):
+        agg.on_sample("joint_states", {"name": JOINTS, "position": [0.1]}, 0.0)
+    with pytest.raises(SampleError, match="empty event"):
+        agg.on_event("events", "   ", 0.0)
+    assert agg.on_sample("joint_states", joint_sample(0.2), 0.1).seq == 0
+
+
+def test_temperatures_of_several_motors_share_one_summary():
+    agg = make()
+    agg.on_sample("motor_temperature", {"temperature": 40.0, "frame_id": "arm_elbow"}, 0.0)
+    chunk = agg.on_sample("motor_temperature", {"temperature": 71.5, "frame_id": "arm_wrist"}, 2.0)
+    assert chunk.text == "[2.00s] motor_temperature: motor temperatures[C] arm_elbow=40.0 arm_wrist=71.5"
+
+
+def test_watermarks_mark_each_period_boundary_crossed_by_sample_time():
+    agg = make(watermark_period=0.5)
+    marks = []
+    for i in range(0, 1600, 7):                       # irregular sample times
+        mark = agg.watermark(i * 0.001)
+        if mark:
+            marks.append(mark)
+    assert [m.stamp for m in marks] == [0.5, 1.0, 1.5]
+    assert all(m.kind == KIND_WATERMARK and m.text == "" and m.seq == agg.next_seq for m in marks)
