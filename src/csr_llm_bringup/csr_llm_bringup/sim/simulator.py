@@ -177,19 +177,26 @@ class Simulator:
         return self._fk_grip(self.model, s, self.base_pose(), pose)
 
     # ------------------------------------------------------------------ commands
-    def set_efforts(self, values) -> Optional[str]:
-        """Validate and store an effort command. Returns None, or the fault kind when it is ignored
-        ('effort_length', 'effort_nonfinite'); the previous command is then kept."""
+    def check_efforts(self, values) -> Tuple[Optional[np.ndarray], Optional[str]]:
+        """(clipped command, None), or (None, fault kind) for a command to ignore: 'effort_length'
+        (not one value per joint), 'effort_nonfinite' (NaN/inf), 'effort_type'. Thread-safe (pure)."""
         try:
-            arr = np.asarray(values, dtype=float).reshape(-1)
+            arr = np.array(values, dtype=float).reshape(-1)
         except (TypeError, ValueError):
-            return "effort_type"
+            return None, "effort_type"
         if arr.size != len(JOINTS):
-            return "effort_length"
+            return None, "effort_length"
         if not np.all(np.isfinite(arr)):
-            return "effort_nonfinite"
-        np.clip(arr, -self.effort_max, self.effort_max, out=self.effort_command)
-        return None
+            return None, "effort_nonfinite"
+        return np.clip(arr, -self.effort_max, self.effort_max), None
+
+    def set_efforts(self, values) -> Optional[str]:
+        """Validate and store an effort command (joint order of JOINTS). Returns None, or the fault
+        kind when it is ignored; the previous command is then kept."""
+        arr, fault = self.check_efforts(values)
+        if arr is not None:
+            self.effort_command[:] = arr
+        return fault
 
     def set_cmd_vel(self, vx: float, wz: float) -> Optional[str]:
         vx, wz = float(vx), float(wz)

@@ -1,0 +1,99 @@
+"""Lockstep with the decision loop, and real-time pacing (plain module: no rclpy).
+
+Lockstep: with period P > 0 the simulator, once its step count reaches a boundary k*P, does not
+step again until it has a decision stamped >= that boundary (or `timeout` wall seconds passed:
+then it counts a timeout and goes on). Boundaries are kept in integer steps, so sim time never
+drifts from the grid.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Callable, Optional
+
+
+class Lockstep:
+    def __init__(self, period: float, dt: float, timeout: float = 30.0,
+                 wall: Callable[[], float] = time.monotonic):
+        self.dt = float(dt)
+        self.period_steps = int(round(float(period) / self.dt)) if period > 0 else 0
+        self.timeout = float(timeout)
+        self._wall = wall
+        self.next_boundary = self.period_steps     # in steps
+        self.latest_decision = -math.inf           # newest decision stamp seen (s)
+        self.waits = 0
+        self.timeouts = 0
+        self.waiting_since: Optional[float] = None
+        self._lock = threading.Lock()
+        self.event = threading.Event()             # set on every decision (wakes a waiting loop)
+
+    @property
+    def enabled(self) -> bool:
+        return self.period_steps > 0
+
+    def boundary_time(self) -> float:
+        return self.next_boundary * self.dt
+
+    def on_decision(self, stamp: float) -> None:
+        with self._lock:
+            if stamp > self.latest_decision:
+                self.latest_decision = stamp
+        self.event.set()
+
+    def blocked(self, steps: int) -> bool:
+        """True while the simulator (at `steps`) must not step. Counts waits and timeouts."""
+        if self.period_steps <= 0 or steps < self.next_boundary:
+            return False
+        boundary_t = self.next_boundary * self.dt
+        if self.latest_decision >= boundary_t - 0.5 * self.dt:
+            self._advance(steps)
+            return False
+        now = self._wall()
+        if self.waiting_since is None:
+            self.waiting_since = now
+            self.waits += 1
+            return True
+        if now - self.waiting_since >= self.timeout:
+            self.timeouts += 1
+            self._advance(steps)
+            return False
+        return True
+
+    def _advance(self, steps: int) -> None:
+        self.waiting_since = None
+        while self.next_boundary <= steps:
+            self.next_boundary += self.period_steps
+
+
+class Pacer:
+    """Keeps sim time at real_time_factor x wall time (0 = as fast as possible). Call `pace(sim_t)`
+    after stepping; it sleeps when the simulation is ahead. `reset` after a pause (lockstep), so
+    the simulation does not race to catch up."""
+
+    def __init__(self, real_time_factor: float, wall: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep, slack: float = 0.002):
+        self.rtf = max(0.0, float(real_time_factor))
+        self._wall, self._sleep, self.slack = wall, sleep, slack
+        self._t0_wall: Optional[float] = None
+        self._t0_sim = 0.0
+
+    def reset(self, sim_time: float) -> None:
+        self._t0_wall = self._wall()
+        self._t0_sim = sim_time
+
+    def pace(self, sim_time: float) -> float:
+        """Sleep if ahead; returns how far behind real time (s of wall) the simulation is."""
+        if self.rtf <= 0.0:
+            return 0.0
+        if self._t0_wall is None:
+            self.reset(sim_time)
+            return 0.0
+        target_wall = self._t0_wall + (sim_time - self._t0_sim) / self.rtf
+        ahead = target_wall - self._wall()
+        if ahead > self.slack:
+            self._sleep(ahead)
+            return 0.0
+        if ahead < -1.0:   # far behind (machine overloaded): re-anchor rather than sprint
+            self.reset(sim_time)
+        return max(0.0, -ahead)

@@ -1,0 +1,336 @@
+"""ROS 2 node `simulator`: wires the plain MuJoCo simulator (simulator.py) to topics and parameters.
+
+Subscribes (relative names): ``<controller_name>/commands`` (std_msgs/Float64MultiArray, efforts in
+the order of the ``joints`` parameter), ``cmd_vel`` (geometry_msgs/Twist), ``decision``
+(csr_llm_msgs/Decision, lockstep only).
+Publishes: ``joint_states``, ``imu``, ``odom``, ``gripper/wrench``, ``motor_temperature`` (one
+message per joint, header.frame_id = joint), ``proximity`` (sensor_msgs/Range), ``zone``,
+``events`` (std_msgs/String), ``sim/truth`` (JSON, optional) and ``/clock``. Every stamp is sim time.
+
+The physics runs in its own thread (not a timer): step, publish what is due, pace to
+``real_time_factor`` (0 = as fast as possible); with ``lockstep_decision_period`` > 0 it stops at
+each period boundary until a decision stamped at or after the boundary arrives (or
+``lockstep_timeout`` wall seconds pass). The node never uses its own ROS clock (it is the clock).
+"""
+from __future__ import annotations
+
+import array
+import json
+import math
+import threading
+import time
+from typing import List, Optional
+
+import numpy as np
+import rclpy
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import Twist, WrenchStamped
+from nav_msgs.msg import Odometry
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Imu, JointState, Range, Temperature
+from std_msgs.msg import Float64MultiArray, String
+
+from csr_llm_msgs.msg import Decision
+from csr_llm_core.node_util import FaultLog, run_node
+
+from .lockstep import Lockstep, Pacer
+from .robot_model import DEFAULT_LIMITS, JOINTS
+from .scenario import ScenarioError, load_scenario
+from .simulator import Simulator
+
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+EVENTS_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
+                        durability=DurabilityPolicy.TRANSIENT_LOCAL)
+# rclpy's TimeSource subscribes /clock best effort, depth 1
+CLOCK_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST)
+
+
+def _every(hz: float, dt: float) -> int:
+    """Steps between publications at `hz` (0 or less: never)."""
+    return 0 if hz <= 0 else max(1, int(round(1.0 / (hz * dt))))
+
+
+class SimulatorNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("simulator", **kwargs)
+        P = self.declare_parameter
+        scenario_name = str(P("scenario", "default").value)
+        self.rtf = float(P("real_time_factor", 1.0).value)
+        timestep = float(P("timestep", 0.001).value)
+        rates = {k: float(P(k, v).value) for k, v in (
+            ("joint_state_hz", 1000.0), ("imu_hz", 100.0), ("odom_hz", 100.0), ("wrench_hz", 100.0),
+            ("temperature_hz", 2.0), ("proximity_hz", 10.0), ("zone_hz", 10.0), ("truth_hz", 10.0))}
+        clock_period = float(P("clock_period", 0.001).value)
+        lock_period = float(P("lockstep_decision_period", 0.0).value)
+        lock_timeout = float(P("lockstep_timeout", 30.0).value)
+        controller = str(P("controller_name", "arm_controller").value).strip("/") or "arm_controller"
+        joints = list(P("joints", list(JOINTS)).value)
+        limits = {k: [float(x) for x in P(k, list(v)).value] for k, v in DEFAULT_LIMITS.items()}
+        base_lin = float(P("base_max_linear", 0.5).value)
+        base_ang = float(P("base_max_angular", 1.0).value)
+        cmd_timeout = float(P("cmd_vel_timeout", 0.5).value)
+        self.publish_wheels = bool(P("publish_wheels", True).value)
+        self.max_range = float(P("proximity_max_range", 5.0).value)
+        self.base_frame = str(P("base_frame", "base_link").value)
+        self.odom_frame = str(P("odom_frame", "odom").value)
+
+        if sorted(joints) != sorted(JOINTS):
+            raise ValueError(f"parameter joints must list {JOINTS} (any order), got {joints}")
+        # limits are given in the order of `joints`; the simulator wants JOINTS order
+        self._cmd_index = np.array([joints.index(j) for j in JOINTS])
+        limits = {k: [v[joints.index(j)] for j in JOINTS] if len(v) == len(JOINTS) else v
+                  for k, v in limits.items()}
+        self.joints = joints
+        scenario = None
+        if scenario_name and scenario_name.lower() not in ("none", "''"):
+            try:
+                scenario = load_scenario(scenario_name)
+            except ScenarioError as exc:
+                raise ValueError(f"scenario: {exc}") from None
+        self.sim = Simulator(limits=limits, scenario=scenario, timestep=timestep, base_max_linear=base_lin,
+                             base_max_angular=base_ang, cmd_vel_timeout=cmd_timeout)
+        dt = self.sim.dt
+        self.faults = FaultLog(self)
+        self.lockstep = Lockstep(lock_period, dt, lock_timeout)
+        self.pacer = Pacer(self.rtf)
+        self._every = {k: _every(v, dt) for k, v in rates.items()}
+        self._every["clock"] = max(1, int(round(clock_period / dt))) if clock_period > 0 else 1
+        self._pending_effort: Optional[np.ndarray] = None
+        self._timeout_logged = False
+        self._scenario_errors_logged = 0
+        self._scenario_done_logged = scenario is None
+        self.stop_event = threading.Event()
+
+        # ------------------------------------------------------------- publishers (preallocated)
+        self.stamp = Time()
+        self.pub_clock = self.create_publisher(Clock, "/clock", CLOCK_QOS)
+        self.pub_js = self.create_publisher(JointState, "joint_states", RELIABLE)
+        self.pub_imu = self.create_publisher(Imu, "imu", RELIABLE)
+        self.pub_odom = self.create_publisher(Odometry, "odom", RELIABLE)
+        self.pub_wrench = self.create_publisher(WrenchStamped, "gripper/wrench", RELIABLE)
+        self.pub_temp = self.create_publisher(Temperature, "motor_temperature", RELIABLE)
+        self.pub_range = self.create_publisher(Range, "proximity", RELIABLE)
+        self.pub_zone = self.create_publisher(String, "zone", RELIABLE)
+        self.pub_events = self.create_publisher(String, "events", EVENTS_QOS)
+        self.pub_truth = self.create_publisher(String, "sim/truth", RELIABLE)
+
+        self.msg_clock = Clock()
+        self.msg_clock.clock = self.stamp
+        names = list(joints) + (list(self.sim.wheel_states()[0]) if self.publish_wheels else [])
+        n = len(names)
+        self.msg_js = JointState()
+        self.msg_js.header.stamp = self.stamp
+        self.msg_js.name = names
+        self.msg_js.position, self.msg_js.velocity, self.msg_js.effort = (array.array("d", [0.0] * n) for _ in range(3))
+        # numpy views on the message's own buffers (the setter copies; the getter returns the buffer)
+        self._js_views = [np.frombuffer(a, dtype=np.float64)
+                          for a in (self.msg_js.position, self.msg_js.velocity, self.msg_js.effort)]
+        self._order = np.array([JOINTS.index(j) for j in joints])   # JOINTS -> published order
+        self.msg_imu = Imu()
+        self.msg_imu.header.stamp = self.stamp
+        self.msg_imu.header.frame_id = self.base_frame
+        self.msg_odom = Odometry()
+        self.msg_odom.header.stamp = self.stamp
+        self.msg_odom.header.frame_id = self.odom_frame
+        self.msg_odom.child_frame_id = self.base_frame
+        self.msg_wrench = WrenchStamped()
+        self.msg_wrench.header.stamp = self.stamp
+        self.msg_wrench.header.frame_id = "gripper"
+        self.msg_temps: List[Temperature] = []
+        for j in joints:
+            t = Temperature()
+            t.header.stamp = self.stamp
+            t.header.frame_id = j
+            self.msg_temps.append(t)
+        self.msg_range = Range()
+        self.msg_range.header.stamp = self.stamp
+        self.msg_range.header.frame_id = self.base_frame
+        self.msg_range.radiation_type = Range.INFRARED
+        self.msg_range.field_of_view = 2.0 * math.pi
+        self.msg_range.min_range = 0.0
+        self.msg_range.max_range = self.max_range
+        self.msg_zone = String()
+        self.msg_event = String()
+        self.msg_truth = String()
+
+        # ------------------------------------------------------------- subscriptions
+        self.create_subscription(Float64MultiArray, f"{controller}/commands", self._on_effort, RELIABLE)
+        self.create_subscription(Twist, "cmd_vel", self._on_cmd_vel, RELIABLE)
+        self.create_subscription(Decision, "decision", self._on_decision, RELIABLE)
+
+        self.get_logger().info(
+            f"simulator: scenario={scenario.name if scenario else 'none'}, real_time_factor={self.rtf}, "
+            f"dt={dt}, lockstep_decision_period={lock_period}, commands on {controller}/commands, "
+            f"handle at {tuple(round(v, 3) for v in self.sim.handle_pos)}")
+        self._thread = threading.Thread(target=self._run, name="sim-physics", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ callbacks
+    def _on_effort(self, msg: Float64MultiArray) -> None:
+        data = msg.data
+        if len(data) != len(JOINTS):
+            self.faults.report("effort_length", f"effort command with {len(data)} values, expected "
+                               f"{len(JOINTS)} ({', '.join(self.joints)}): ignored, previous efforts kept")
+            return
+        arr, fault = self.sim.check_efforts(np.asarray(data, dtype=float)[self._cmd_index])
+        if fault is not None:
+            self.faults.report(fault, f"effort command rejected ({fault}): ignored, previous efforts kept")
+            return
+        self._pending_effort = arr   # reference swap: the physics thread picks it up next step
+
+    def _on_cmd_vel(self, msg: Twist) -> None:
+        fault = self.sim.set_cmd_vel(msg.linear.x, msg.angular.z)
+        if fault is not None:
+            self.faults.report(fault, "cmd_vel with a non-finite value: ignored")
+
+    def _on_decision(self, msg: Decision) -> None:
+        self.lockstep.on_decision(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+
+    # ------------------------------------------------------------------ physics thread
+    def _set_stamp(self) -> None:
+        steps = self.sim.steps
+        ns = int(round(steps * self.sim.dt * 1e9))
+        self.stamp.sec = ns // 1_000_000_000
+        self.stamp.nanosec = ns % 1_000_000_000
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # keep the process up so the failure is visible in the log
+            if rclpy.ok(context=self.context):
+                self.get_logger().error(f"physics thread stopped: {exc!r}")
+                raise
+
+    def _loop(self) -> None:
+        sim, lock, pacer, every = self.sim, self.lockstep, self.pacer, self._every
+        e_clock, e_js = every["clock"], every["joint_state_hz"]
+        e_imu, e_odom, e_wrench = every["imu_hz"], every["odom_hz"], every["wrench_hz"]
+        e_temp, e_range, e_zone, e_truth = (every["temperature_hz"], every["proximity_hz"], every["zone_hz"],
+                                            every["truth_hz"])
+        self._set_stamp()
+        self.pub_clock.publish(self.msg_clock)
+        self._publish_joint_states()
+        stop = self.stop_event
+        last_clock_wall = 0.0
+        while not stop.is_set():
+            if lock.blocked(sim.steps):
+                # paused at a lockstep boundary: keep re-sending the boundary's clock (best effort)
+                now = time.monotonic()
+                if now - last_clock_wall > 0.05:
+                    last_clock_wall = now
+                    self.pub_clock.publish(self.msg_clock)
+                lock.event.wait(0.005)
+                lock.event.clear()
+                pacer.reset(sim.time)
+                continue
+            if lock.timeouts and not self._timeout_logged:
+                self._timeout_logged = True
+                self.get_logger().warning(
+                    f"lockstep: no decision stamped >= {lock.boundary_time() - lock.period_steps * sim.dt:.3f} s "
+                    f"within {lock.timeout} s: continuing without it (further timeouts are counted)")
+            pending = self._pending_effort
+            if pending is not None:
+                self._pending_effort = None
+                sim.effort_command[:] = pending
+            sim.step()
+            k = sim.steps
+            self._set_stamp()
+            at_boundary = lock.enabled and k >= lock.next_boundary
+            if k % e_clock == 0 or at_boundary:
+                self.pub_clock.publish(self.msg_clock)
+            if e_js and k % e_js == 0:
+                self._publish_joint_states()
+            if e_imu and k % e_imu == 0:
+                self._publish_imu()
+            if e_odom and k % e_odom == 0:
+                self._publish_odom()
+            if e_wrench and k % e_wrench == 0:
+                self.msg_wrench.wrench.force.z = sim.grip_force()
+                self.pub_wrench.publish(self.msg_wrench)
+            if e_temp and k % e_temp == 0:
+                temps = sim.temperatures()
+                for msg, j in zip(self.msg_temps, self._order):
+                    msg.temperature = float(temps[j])
+                    self.pub_temp.publish(msg)
+            if e_range and k % e_range == 0:
+                d = sim.person_distance()
+                self.msg_range.range = d if d <= self.max_range else math.inf
+                self.pub_range.publish(self.msg_range)
+            if e_zone and k % e_zone == 0:
+                self.msg_zone.data = sim.zone()
+                self.pub_zone.publish(self.msg_zone)
+            if e_truth and k % e_truth == 0:
+                truth = sim.truth()
+                truth["lockstep_waits"], truth["lockstep_timeouts"] = lock.waits, lock.timeouts
+                self.msg_truth.data = json.dumps(truth)
+                self.pub_truth.publish(self.msg_truth)
+            if sim.events:
+                self._publish_events()
+            pacer.pace(sim.time)
+
+    def _publish_joint_states(self) -> None:
+        sim = self.sim
+        pos, vel, eff = self._js_views
+        order = self._order
+        n = len(order)
+        pos[:n] = sim.joint_positions()[order]
+        vel[:n] = sim.joint_velocities()[order]
+        eff[:n] = sim.joint_efforts()[order]
+        if self.publish_wheels:
+            _, angle, speed, torque = sim.wheel_states()
+            pos[n], pos[n + 1] = angle
+            vel[n], vel[n + 1] = speed
+            eff[n], eff[n + 1] = torque
+        self.pub_js.publish(self.msg_js)
+
+    def _publish_imu(self) -> None:
+        acc, gyro, quat = self.sim.imu()
+        m = self.msg_imu
+        m.linear_acceleration.x, m.linear_acceleration.y, m.linear_acceleration.z = (float(v) for v in acc)
+        m.angular_velocity.x, m.angular_velocity.y, m.angular_velocity.z = (float(v) for v in gyro)
+        o = m.orientation
+        o.w, o.x, o.y, o.z = (float(v) for v in quat)
+        self.pub_imu.publish(m)
+
+    def _publish_odom(self) -> None:
+        x, y, yaw, v, w = self.sim.odom()
+        m = self.msg_odom
+        p = m.pose.pose
+        p.position.x, p.position.y = float(x), float(y)
+        p.orientation.z, p.orientation.w = math.sin(0.5 * yaw), math.cos(0.5 * yaw)
+        m.twist.twist.linear.x, m.twist.twist.angular.z = float(v), float(w)
+        self.pub_odom.publish(m)
+
+    def _publish_events(self) -> None:
+        for t, text in self.sim.pop_events():
+            self.msg_event.data = text
+            self.pub_events.publish(self.msg_event)
+            self.get_logger().info(f"[t={t:.2f}] event: {text}")
+        sc = self.sim.scenario
+        if sc is not None:
+            while self._scenario_errors_logged < len(sc.errors):
+                self.get_logger().warning(f"scenario: {sc.errors[self._scenario_errors_logged]}")
+                self._scenario_errors_logged += 1
+
+    # ------------------------------------------------------------------ shutdown
+    def destroy_node(self):
+        self.stop_event.set()
+        self.lockstep.event.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5.0)
+        lock = self.lockstep
+        self.get_logger().info(
+            f"simulator stopped at t={self.sim.time:.3f} s sim; lockstep waits={lock.waits}, "
+            f"timeouts={lock.timeouts}; input faults={self.faults.count}")
+        return super().destroy_node()
+
+
+def main(args=None) -> int:
+    return run_node(SimulatorNode, args=args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
