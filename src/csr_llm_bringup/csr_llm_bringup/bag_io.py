@@ -205,3 +205,28 @@ def _stream(store_name, reader, conns):
     for conn, timestamp, raw in reader.messages(connections=conns):
         decoded = reader.deserialize(raw, conn.msgtype) if store_name != "kilted" else None
         yield conn.topic, conn.msgtype, timestamp, bytes(raw), decoded
+
+
+def to_ros_message(decoded, cls):
+    """Copy a message decoded with another distribution's types into the current rosidl class.
+
+    Fields that exist on both sides are copied (recursively); fields the old type lacks keep their
+    defaults (e.g. sensor_msgs/Range.variance for a Foxy recording).
+    """
+    import importlib
+    msg = cls()
+    for (name, _type), slot in zip(cls.get_fields_and_field_types().items(), cls.SLOT_TYPES):
+        if not hasattr(decoded, name):
+            continue
+        value = getattr(decoded, name)
+        current = getattr(msg, name)
+        if hasattr(current, "get_fields_and_field_types"):
+            setattr(msg, name, to_ros_message(value, type(current)))
+            continue
+        inner = getattr(slot, "value_type", None)
+        if inner is not None and hasattr(inner, "namespaces"):      # sequence/array of messages
+            inner_cls = getattr(importlib.import_module(".".join(inner.namespaces)), inner.name)
+            setattr(msg, name, [to_ros_message(v, inner_cls) for v in value])
+        else:
+            setattr(msg, name, value.tolist() if hasattr(value, "tolist") else value)
+    return msg

@@ -1,0 +1,145 @@
+"""Compare a replay's outputs with a golden bag: decisions exactly, motor commands within tolerance.
+
+Decisions are compared in order (intent and arguments must match exactly; greedy decoding on the
+same chunk stream is deterministic). Motor commands are compared per joint on a common sim-time
+grid against per-joint tolerances. A mismatch report names the first divergence, its sim time, the
+state version and the last chunk the decision saw; timing figures are shown side by side.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+from rosbags.highlevel import AnyReader
+
+from .bags import typestore
+
+DECISION_TOPIC = "/decision"
+MOTOR_TOPIC = "/motor_command"
+CHUNK_TOPIC = "/state_chunks"
+
+
+@dataclass
+class DecisionRecord:
+    t: float
+    intent: str
+    arguments: Tuple
+    state_version: int
+    last_chunk_seq: int
+    ttft_ms: float
+
+
+@dataclass
+class RunOutputs:
+    decisions: List[DecisionRecord] = field(default_factory=list)
+    motor_t: List[float] = field(default_factory=list)
+    motor_names: List[str] = field(default_factory=list)
+    motor_effort: List[Sequence[float]] = field(default_factory=list)
+    chunks: Dict[int, str] = field(default_factory=dict)
+
+
+def _stamp(header) -> float:
+    return header.stamp.sec + header.stamp.nanosec * 1e-9
+
+
+def _argument_value(arg):
+    return (arg.name, [arg.float_value, arg.int_value, arg.string_value, arg.bool_value][arg.type])
+
+
+def read_outputs(bag: Path) -> RunOutputs:
+    out = RunOutputs()
+    with AnyReader([Path(bag)], default_typestore=typestore()) as reader:
+        conns = [c for c in reader.connections if c.topic in (DECISION_TOPIC, MOTOR_TOPIC, CHUNK_TOPIC)]
+        for conn, _t, raw in reader.messages(connections=conns):
+            msg = reader.deserialize(raw, conn.msgtype)
+            if conn.topic == DECISION_TOPIC:
+                out.decisions.append(DecisionRecord(_stamp(msg.header), msg.intent,
+                                                    tuple(_argument_value(a) for a in msg.arguments),
+                                                    msg.state_version, msg.last_chunk_seq, msg.ttft_ms))
+            elif conn.topic == MOTOR_TOPIC:
+                out.motor_names = list(msg.joint_names)
+                out.motor_t.append(_stamp(msg.header))
+                out.motor_effort.append(np.asarray(msg.effort, dtype=float))
+            elif msg.kind != 2:   # watermarks carry no text
+                out.chunks[msg.seq] = msg.text
+    return out
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    lines: List[str]
+
+    def report(self) -> str:
+        return "\n".join(self.lines)
+
+
+def _fmt_decision(d: Optional[DecisionRecord]) -> str:
+    if d is None:
+        return "(none)"
+    args = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in d.arguments)
+    return f"{d.intent}({args})"
+
+
+def compare(golden: RunOutputs, replay: RunOutputs, tolerances: Mapping[str, float],
+            default_tolerance: float = 1.0, grid_s: float = 0.01) -> Comparison:
+    lines: List[str] = []
+    ok = True
+    # --- decisions: exact, in order
+    n = max(len(golden.decisions), len(replay.decisions))
+    first = None
+    for i in range(n):
+        g = golden.decisions[i] if i < len(golden.decisions) else None
+        r = replay.decisions[i] if i < len(replay.decisions) else None
+        if g is None or r is None or (g.intent, g.arguments) != (r.intent, r.arguments):
+            first = (i, g, r)
+            break
+    if first is None:
+        lines.append(f"decisions: {len(golden.decisions)} match exactly")
+    else:
+        ok = False
+        i, g, r = first
+        ref = g or r
+        chunk = golden.chunks.get(ref.last_chunk_seq, replay.chunks.get(ref.last_chunk_seq, "(not recorded)"))
+        lines += [f"decisions: FIRST DIVERGENCE at decision #{i}, sim time {ref.t:.3f} s, "
+                  f"state version {ref.state_version}",
+                  f"  golden: {_fmt_decision(g)}",
+                  f"  replay: {_fmt_decision(r)}",
+                  f"  last chunk before it (seq {ref.last_chunk_seq}): {chunk}",
+                  f"  counts: golden {len(golden.decisions)}, replay {len(replay.decisions)}"]
+    # --- motor commands: per joint within tolerance on a common grid
+    if golden.motor_t and replay.motor_t:
+        gt, rt = np.asarray(golden.motor_t), np.asarray(replay.motor_t)
+        start, end = max(gt[0], rt[0]), min(gt[-1], rt[-1])
+        grid = np.arange(start, end, grid_s) if end > start else np.array([start])
+        ge, re_ = np.vstack(golden.motor_effort), np.vstack(replay.motor_effort)
+        gi = np.clip(np.searchsorted(gt, grid, side="right") - 1, 0, len(gt) - 1)   # zero-order hold
+        ri = np.clip(np.searchsorted(rt, grid, side="right") - 1, 0, len(rt) - 1)
+        diff = np.abs(ge[gi] - re_[ri])
+        rows = []
+        for j, name in enumerate(golden.motor_names):
+            tol = float(tolerances.get(name, default_tolerance))
+            over = np.nonzero(diff[:, j] > tol)[0]
+            worst = float(diff[:, j].max()) if len(diff) else 0.0
+            status = "ok" if not len(over) else f"EXCEEDED first at {grid[over[0]]:.3f} s ({len(over)} of {len(grid)} samples)"
+            ok &= not len(over)
+            rows.append(f"  {name:>18}: max |diff| {worst:8.3f} (tolerance {tol:g}) {status}")
+        lines.append(f"motor commands: {len(grid)} samples over {end - start:.2f} s of sim time")
+        lines += rows
+    elif golden.motor_t or replay.motor_t:
+        ok = False
+        lines.append(f"motor commands: golden has {len(golden.motor_t)}, replay has {len(replay.motor_t)}")
+    # --- timing, side by side (reported, not judged)
+    def stats(run: RunOutputs):
+        ttft = [d.ttft_ms for d in run.decisions] or [math.nan]
+        return len(run.decisions), float(np.percentile(ttft, 50)), float(np.percentile(ttft, 99))
+    (gn, g50, g99), (rn, r50, r99) = stats(golden), stats(replay)
+    lines += ["timing (reported, not compared):   golden   replay",
+              f"  decisions                     {gn:8d} {rn:8d}",
+              f"  ttft p50 [ms]                 {g50:8.1f} {r50:8.1f}",
+              f"  ttft p99 [ms]                 {g99:8.1f} {r99:8.1f}"]
+    lines.insert(0, "MATCH" if ok else "MISMATCH")
+    return Comparison(ok, lines)
