@@ -54,6 +54,26 @@ def cmd_run(args) -> int:
     return runner.exit_code
 
 
+def cmd_replay(args) -> int:
+    from .bag_io import BagError
+    from .replay import DEFAULT_TOLERANCES, replay
+    tolerances = dict(DEFAULT_TOLERANCES)
+    for text in args.tolerance or []:
+        joint, _, value = text.partition("=")
+        tolerances[joint] = float(value)
+    out = Path(args.out) if args.out else new_run_dir(Path(args.runs_dir))
+    try:
+        outcome = replay(Path(args.bag), out, profile=args.profile, rate=args.rate, lockstep=args.lockstep,
+                         golden=Path(args.golden) if args.golden else None, tolerances=tolerances,
+                         start_graph=not args.no_graph)
+    except BagError as err:
+        print(f"csr-llm: error: {err}", file=sys.stderr)
+        return 2
+    print(outcome.report, flush=True)
+    print(f"[replay] outputs recorded in {outcome.out_bag}", flush=True)
+    return outcome.exit_code
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="csr-llm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -64,6 +84,19 @@ def main(argv=None) -> int:
     run.add_argument("--runs-dir", default=os.environ.get("CSR_LLM_RUNS_DIR", "build/runs"))
     run.add_argument("--grace", type=float, default=30.0, help="seconds nodes get to stop before SIGTERM")
     run.set_defaults(func=cmd_run)
+    rep = sub.add_parser("replay", help="replay a bag into the nodes under test, record and compare outputs")
+    rep.add_argument("bag", help="rosbag2 folder, .db3 or .mcap")
+    rep.add_argument("--golden", help="bag whose outputs the replay must match (exit 1 on mismatch)")
+    rep.add_argument("--profile", default="replay", help="graph to start (default: replay)")
+    rep.add_argument("--rate", type=float, default=1.0, help="playback rate factor (0 = as fast as possible)")
+    rep.add_argument("--lockstep", type=float, default=0.5,
+                     help="wait for a decision at every multiple of this many bag seconds (0 = off)")
+    rep.add_argument("--tolerance", action="append", metavar="JOINT=EFFORT",
+                     help="per-joint motor command tolerance (N m or N)")
+    rep.add_argument("--out", help="output folder (default: a new build/runs/<stamp>)")
+    rep.add_argument("--runs-dir", default=os.environ.get("CSR_LLM_RUNS_DIR", "build/runs"))
+    rep.add_argument("--no-graph", action="store_true", help="only play the bag (the graph runs elsewhere)")
+    rep.set_defaults(func=cmd_replay)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
