@@ -212,16 +212,20 @@ class SimulatorNode(Node):
                                             every["truth_hz"])
         self._set_stamp()
         self.pub_clock.publish(self.msg_clock)
-        self._publish_joint_states()
+        self._publish_state()
         stop = self.stop_event
-        last_clock_wall = 0.0
+        last_clock_wall = last_state_wall = 0.0
         while not stop.is_set():
             if lock.blocked(sim.steps):
                 # paused at a lockstep boundary: keep re-sending the boundary's clock (best effort)
+                # and, less often, the sensor state at the boundary (for late joiners)
                 now = time.monotonic()
                 if now - last_clock_wall > 0.05:
                     last_clock_wall = now
                     self.pub_clock.publish(self.msg_clock)
+                    if now - last_state_wall > 0.2:
+                        last_state_wall = now
+                        self._publish_state()
                 lock.event.wait(0.005)
                 lock.event.clear()
                 pacer.reset(sim.time)
@@ -248,20 +252,13 @@ class SimulatorNode(Node):
             if e_odom and k % e_odom == 0:
                 self._publish_odom()
             if e_wrench and k % e_wrench == 0:
-                self.msg_wrench.wrench.force.z = sim.grip_force()
-                self.pub_wrench.publish(self.msg_wrench)
+                self._publish_wrench()
             if e_temp and k % e_temp == 0:
-                temps = sim.temperatures()
-                for msg, j in zip(self.msg_temps, self._order):
-                    msg.temperature = float(temps[j])
-                    self.pub_temp.publish(msg)
+                self._publish_temperatures()
             if e_range and k % e_range == 0:
-                d = sim.person_distance()
-                self.msg_range.range = d if d <= self.max_range else math.inf
-                self.pub_range.publish(self.msg_range)
+                self._publish_proximity()
             if e_zone and k % e_zone == 0:
-                self.msg_zone.data = sim.zone()
-                self.pub_zone.publish(self.msg_zone)
+                self._publish_zone()
             if e_truth and k % e_truth == 0:
                 truth = sim.truth()
                 truth["lockstep_waits"], truth["lockstep_timeouts"] = lock.waits, lock.timeouts
@@ -270,6 +267,35 @@ class SimulatorNode(Node):
             if sim.events:
                 self._publish_events()
             pacer.pace(sim.time)
+
+    def _publish_state(self) -> None:
+        """Every sensor message once, at the current stamp."""
+        self._publish_joint_states()
+        self._publish_imu()
+        self._publish_odom()
+        self._publish_wrench()
+        self._publish_temperatures()
+        self._publish_proximity()
+        self._publish_zone()
+
+    def _publish_wrench(self) -> None:
+        self.msg_wrench.wrench.force.z = self.sim.grip_force()
+        self.pub_wrench.publish(self.msg_wrench)
+
+    def _publish_temperatures(self) -> None:
+        temps = self.sim.temperatures()
+        for msg, j in zip(self.msg_temps, self._order):
+            msg.temperature = float(temps[j])
+            self.pub_temp.publish(msg)
+
+    def _publish_proximity(self) -> None:
+        d = self.sim.person_distance()
+        self.msg_range.range = d if d <= self.max_range else math.inf
+        self.pub_range.publish(self.msg_range)
+
+    def _publish_zone(self) -> None:
+        self.msg_zone.data = self.sim.zone()
+        self.pub_zone.publish(self.msg_zone)
 
     def _publish_joint_states(self) -> None:
         sim = self.sim
