@@ -90,8 +90,9 @@ def test_simulator_node_clock_sensors_efforts_and_lockstep():
             time.sleep(1.0)
             assert probe.clock == 0.5
             wait_for(lambda: probe.js is not None and probe.counts.get("odom") and probe.counts.get("imu")
-                     and probe.counts.get("wrench") and probe.counts.get("proximity") and probe.zone, 20,
-                     "joint_states, odom, imu, wrench, proximity and zone")
+                     and probe.counts.get("wrench") and probe.counts.get("proximity") and probe.zone
+                     and len(probe.temperature_frames) == 5, 20,
+                     "joint_states, odom, imu, wrench, motor_temperature, proximity and zone")
             stamp, names, positions = probe.js
             assert names[:5] == ["arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper"]
             assert stamp <= 0.5
