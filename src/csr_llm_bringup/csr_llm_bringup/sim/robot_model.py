@@ -6,9 +6,9 @@ Robot
             of ``simulator.py`` (wheel speed, motor torque, friction-limited tyre force), which is
             what lets the wheels spin on the low-friction patch while the base slides less.
   arm       mounted on the base top (0.12, 0, 0.30) m above the base origin:
-              arm_shoulder_pan   hinge z     shoulder housing 0.6 kg
-              arm_shoulder_lift  hinge y     upper arm 0.30 m, 0.8 kg (vertical at 0)
-              arm_elbow          hinge y     forearm 0.30 m, 0.6 kg (horizontal forward at 0)
+              arm_shoulder_pan   hinge z     shoulder housing 0.5 kg
+              arm_shoulder_lift  hinge y     upper arm 0.30 m, 0.6 kg (vertical at 0)
+              arm_elbow          hinge y     forearm 0.30 m, 0.45 kg (horizontal forward at 0)
               arm_wrist          hinge y     hand 0.25 kg, grip centre 0.12 m beyond the wrist
               gripper            slide z     parallel jaw closing along the hand's z axis (vertical
                                              when the hand is level): a fixed lower jaw and a moving
@@ -33,13 +33,17 @@ World (x forward from the start pose)
   shelf     a mocap board that the scenario moves under the object it places.
   object    a 0.2 kg flat box (free joint, 0.14 x 0.08 x 0.022 m), parked out of the world (no
             contacts, gravity compensated) until a scenario places it: "in reach" places it with its
-            front 5.5 cm overhanging the edge of an inclined shelf board (a carton-flow shelf,
+            front 6 cm overhanging the edge of an inclined shelf board (a carton-flow shelf,
             tilted like the hand in the reach pose), so the jaws close on the overhang.
   person    a mocap capsule moved by the scenario (no contacts).
+Contacts: only the jaws and palm touch the world (handle, object, shelf board); the object also
+touches the floor. The base, the arm links, the door panel and the person have no collision
+geometry (a simplification: the base can drive through the door panel and the person).
 """
 from __future__ import annotations
 
 import copy
+import math
 from typing import Dict, List, Optional, Sequence
 
 JOINTS: List[str] = ["arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper"]
@@ -129,7 +133,6 @@ def build_mjcf(limits: Optional[Dict[str, Sequence[float]]] = None, world: Optio
     hx, hy, hz = (float(v) for v in handle_pos)
     # door: hinge `door_hinge_offset` to the right of the handle (in the handle's yaw frame), panel
     # 4 cm behind the handle axis; opening (+angle) swings the handle toward the robot.
-    import math
     c, s = math.cos(handle_yaw), math.sin(handle_yaw)
     off = float(w["door_hinge_offset"])
     panel_dx = 0.04
