@@ -23,7 +23,9 @@ robot-ID block to be identical before two keys can match at all, so robots shari
 match each other's entries (exact isolation, not a probabilistic one).
 
 Slip awareness: ratio = |horizontal IMU acceleration| / (|wheel speed| + v_eps), wheel speed from
-the odometry twist. Above ``slip_ratio`` (seed: 1.8) the odometry block is scaled by
+the odometry twist. Above ``slip_ratio`` (seed: 1.8), and only while the horizontal acceleration is
+at least ``slip_min_accel`` (a standing base sees arm reaction and sensor noise, which must not
+read as slip), the odometry block is scaled by
 ``w_odom = max(slip_min_weight, slip_ratio / ratio)``, i.e. the more the wheels disagree with the
 IMU, the less the (then untrustworthy) odometry shapes the key.
 
@@ -107,6 +109,7 @@ class EncoderConfig:
     slip_ratio: float = 1.8
     slip_min_weight: float = 0.1
     slip_v_eps: float = 0.05
+    slip_min_accel: float = 0.5      # m/s2: below this the IMU sees no real motion (arm reaction, noise)
     w_intent: float = 1.0
     w_vision: float = 0.4
     w_imu: float = 0.5
@@ -191,7 +194,7 @@ class ProjectionKeyEncoder(KeyEncoder):
         horiz = float(np.hypot(acc[0], acc[1]))
         ratio = horiz / (abs(float(wheel_speed)) + c.slip_v_eps)
         self.last_slip_ratio = ratio
-        if ratio > c.slip_ratio:
+        if horiz >= c.slip_min_accel and ratio > c.slip_ratio:
             return max(c.slip_min_weight, c.slip_ratio / ratio)
         return 1.0
 

@@ -173,7 +173,8 @@ class Router:
         # caches and levels
         self.encoder = encoder or ProjectionKeyEncoder(EncoderConfig(
             robot_id=str(cfg["robot_id"]), n_joints=n, id_share=float(cfg["id_share"]),
-            slip_ratio=float(cfg["slip_ratio"]), slip_min_weight=float(cfg["slip_min_weight"])))
+            slip_ratio=float(cfg["slip_ratio"]), slip_min_weight=float(cfg["slip_min_weight"]),
+            slip_min_accel=float(cfg["slip_min_accel"])))
         if cfg["encoder_weights_file"] and hasattr(self.encoder, "load_weights"):
             self.encoder.load_weights(str(cfg["encoder_weights_file"]))
         self.task_layer = TaskLayer(int(cfg["task_capacity"]))

@@ -6,7 +6,7 @@ import sys
 import threading
 
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy, qos_profile_sensor_data
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
@@ -25,8 +25,11 @@ DEFAULT_THRESHOLDS = [0.05, 0.5, 0.05, 1.0, 2.0, 0.0]
 
 MESSAGE_TYPES = {"joint_states": JointState, "imu": Imu, "odometry": Odometry, "temperature": Temperature,
                  "wrench": WrenchStamped, "event": String}
-# Chunks must not be lost: reliable, deep queue.
-CHUNK_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+# Chunks must not be lost: reliable, deep queue, and kept for late joiners (a reasoning node that
+# starts or restarts after the aggregator still gets the chunks published before it).
+CHUNK_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
+                       durability=DurabilityPolicy.TRANSIENT_LOCAL)
+EVENT_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 
 
 def _yaw(q) -> float:
@@ -71,7 +74,7 @@ class AggregatorNode(Node):
         self.publisher = self.create_publisher(StateChunk, "state_chunks", CHUNK_QOS)
         self._sensor_subscriptions = []
         for spec in specs:
-            qos = CHUNK_QOS if spec.type == "event" else qos_profile_sensor_data
+            qos = EVENT_QOS if spec.type == "event" else qos_profile_sensor_data
             callback = (lambda msg, s=spec: self._on_event(s, msg)) if spec.type == "event" else \
                 (lambda msg, s=spec: self._on_sample(s, msg))
             self._sensor_subscriptions.append(self.create_subscription(MESSAGE_TYPES[spec.type], spec.topic, callback, qos))

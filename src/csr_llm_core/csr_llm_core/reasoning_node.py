@@ -17,6 +17,7 @@ from std_msgs.msg import String
 
 from csr_llm_msgs.msg import CsrStatus, Decision, IntentArgument, RouterStatus, StateChunk
 
+from .aggregator_node import CHUNK_QOS
 from .catalogue import IntentCatalogue
 from .csr_state import ChunkRejected
 from .engine import LlamaEngine, StateFileError
@@ -98,11 +99,12 @@ class ReasoningNode(Node):
         self.decision_id = 0
         self._wake = threading.Condition()
         self._chunks = deque()
+        self.duplicate_chunks = 0
         self._pending_request = False
         self._stopping = False
         self.decision_pub = self.create_publisher(Decision, "decision", RELIABLE)
         self.status_pub = self.create_publisher(CsrStatus, "csr_status", 10)
-        self.create_subscription(StateChunk, "state_chunks", self._on_chunk, RELIABLE)
+        self.create_subscription(StateChunk, "state_chunks", self._on_chunk, CHUNK_QOS)
         self.create_subscription(String, "decision_request", self._on_request, 10)
         self.create_subscription(RouterStatus, "router_status", self._on_router_status, 10)
         self.create_timer(1.0 / self.status_hz, self._publish_status)
@@ -178,6 +180,12 @@ class ReasoningNode(Node):
         that due time; an event chunk then triggers one on the chunks up to and including it.
         """
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        last = self.reasoner.last_seq
+        if last is not None and msg.seq <= last:
+            # already in the state: the aggregator's history after a (warm) restart, or a duplicate;
+            # a watermark carries the next chunk's seq, so old ones are dropped here too
+            self.duplicate_chunks += 1
+            return False
         decided = False
         if self.trigger_mode == "chunks" and self.period is not None:
             if self._next_due is None:

@@ -13,6 +13,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from csr_llm_msgs.msg import CsrStatus, Decision, StateChunk
+from csr_llm_core.aggregator_node import CHUNK_QOS
 from csr_llm_core.spin import spinning
 
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
@@ -57,7 +58,7 @@ def test_aggregator_and_reasoning_nodes_over_dds(tmp_path, catalogue):
     try:
         with spinning() as spinner:
             node = spinner.create(Node, "test_driver")
-            node.create_subscription(StateChunk, "state_chunks", chunks.append, RELIABLE)
+            node.create_subscription(StateChunk, "state_chunks", chunks.append, CHUNK_QOS)   # + history
             node.create_subscription(Decision, "decision", decisions.append, RELIABLE)
             node.create_subscription(CsrStatus, "csr_status", statuses.append, 10)
             joints = node.create_publisher(JointState, "joint_states", 10)
