@@ -76,7 +76,7 @@ def test_simulator_node_clock_sensors_efforts_and_lockstep():
     proc = subprocess.Popen(
         [sys.executable, "-m", "csr_llm_bringup.sim.simulator_node", "--ros-args",
          "-p", "real_time_factor:=0.0", "-p", "lockstep_decision_period:=0.5", "-p", "lockstep_timeout:=120.0",
-         "-p", "temperature_hz:=20.0", "-p", "scenario:=none"],
+         "-p", "temperature_hz:=20.0", "-p", "scenario:=none", "-p", "use_sim_time:=true"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         with spinning() as spinner:

@@ -24,6 +24,7 @@ from typing import List, Optional
 import numpy as np
 import rclpy
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from builtin_interfaces.msg import Time
@@ -56,6 +57,10 @@ def _every(hz: float, dt: float) -> int:
 class SimulatorNode(Node):
     def __init__(self, **kwargs):
         super().__init__("simulator", **kwargs)
+        if self.get_parameter("use_sim_time").value:
+            # this node is the clock: following its own /clock would only add a 1 kHz callback
+            self.set_parameters([Parameter("use_sim_time", Parameter.Type.BOOL, False)])
+            self.get_logger().info("use_sim_time ignored: the simulator publishes /clock and stamps with sim time")
         P = self.declare_parameter
         scenario_name = str(P("scenario", "default").value)
         self.rtf = float(P("real_time_factor", 1.0).value)
