@@ -222,6 +222,7 @@ class Router:
         self._js_seen = np.zeros(n, dtype=bool)
         self._temperature = np.full(n, np.nan)
         self._decisions: Deque[Tuple[str, dict, int, float]] = collections.deque(maxlen=16)
+        self.repeated_decisions = 0
         self._zone_mailbox: Optional[str] = None
         # tick-side snapshots (tick thread only)
         self._js = {"pos": np.zeros(n), "vel": np.zeros(n), "eff": np.zeros(n), "have_eff": np.zeros(n),
@@ -591,6 +592,13 @@ class Router:
         self._pending_confirm = None
         binding = self.cfg.argument_bindings.get(intent, {})
         fargs = {field: args[name] for name, field in binding.items() if name in args}
+        running = self.stack.base()
+        if running is not None and running.source == SOURCE_TASK and running.name == intent and \
+                running.args == fargs and not self.execution.failure:
+            # the reasoning node re-decides at 2 Hz: the same decision confirms the task in
+            # progress (or the one just completed), it does not restart it from its first sub-task
+            self.repeated_decisions += 1
+            return
         frame = Frame(SOURCE_TASK, intent, list(self.sequences[ii]), intent_index=ii, args=fargs)
         if self.execution.failure:
             self.execution.failure = False

@@ -89,3 +89,20 @@ def test_interrupt_sound_is_emitted_once_per_trigger():
         rig.step()
         beeps += r.sounds.count("beep")
     assert beeps == 1
+
+
+def test_a_repeated_decision_confirms_the_running_task_instead_of_restarting_it():
+    rig = Rig()
+    r = rig.router
+    r.submit_decision("open_door")
+    rig.step(300)                                   # 0.3 s into approach_handle
+    frame = r.stack.base()
+    phase_before = (frame.index, frame.run_since)
+    for _ in range(5):                              # the reasoning node re-decides at 2 Hz
+        r.submit_decision("open_door")
+        rig.step(100)
+    assert r.stack.base() is frame and (frame.index, frame.run_since) == phase_before
+    assert r.repeated_decisions == 5
+    r.submit_decision("back_off", {"distance": 0.2})  # a different decision does replace it
+    rig.step(1)
+    assert r.stack.base().name == "back_off"

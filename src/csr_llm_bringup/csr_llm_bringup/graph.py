@@ -74,8 +74,11 @@ def _is_profile(path: Path) -> bool:
 
 def _deep_merge(base: Dict[str, Any], extra: Mapping[str, Any]) -> Dict[str, Any]:
     for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _deep_merge(base[key], value)
+        current = base.get(key)
+        if isinstance(value, Mapping) and isinstance(current, dict):
+            _deep_merge(current, value)
+        elif isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
+            base[key] = float(value)    # `rate=250` for a double parameter: ROS would refuse the int
         else:
             base[key] = copy.deepcopy(value)
     return base
