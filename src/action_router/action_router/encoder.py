@@ -109,7 +109,7 @@ class EncoderConfig:
     slip_ratio: float = 1.8
     slip_min_weight: float = 0.1
     slip_v_eps: float = 0.05
-    slip_min_accel: float = 0.5      # m/s2: below this the IMU sees no real motion (arm reaction, noise)
+    slip_min_accel: float = 0.3      # m/s2: below this the IMU sees no real motion (arm reaction, noise)
     w_intent: float = 1.0
     w_vision: float = 0.4
     w_imu: float = 0.5

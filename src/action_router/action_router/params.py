@@ -38,7 +38,7 @@ DEFAULTS: Dict[str, Any] = {
     "samples": 100,
     "blend_s": 0.3,
     "replan_error": 0.5,                 # rad: re-plan from the measured state above this error
-    "settle_tolerance": 0.05,            # rad: a trajectory sub-task is done when settled this close
+    "settle_tolerance": 0.03,            # rad: a trajectory sub-task is done when settled this close
     "idle_hold": True,                   # after a task completes, hold the pose (else zero effort)
     "position_min": [-3.0, -2.0, -2.6, -3.0, 0.0],
     "position_max": [3.0, 2.0, 2.6, 3.0, 0.08],
@@ -65,7 +65,7 @@ DEFAULTS: Dict[str, Any] = {
     "proximity_timeout_s": 1.0,
     "slip_ratio": 1.8,
     "slip_min_weight": 0.1,
-    "slip_min_accel": 0.5,
+    "slip_min_accel": 0.3,
     "id_share": 0.1,
     "encoder_weights_file": "",
     "task_capacity": 512,

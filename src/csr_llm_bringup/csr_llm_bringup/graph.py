@@ -28,6 +28,7 @@ class NodeSpec:
     executable: str
     namespace: str = ""
     lifecycle: bool = False
+    ends_run: bool = False          # when this node exits by itself with code 0, the run is over
     parameters: Dict[str, Any] = field(default_factory=dict)   # merged: files, then overrides
     remappings: List[Tuple[str, str]] = field(default_factory=list)
     parameter_files: List[str] = field(default_factory=list)
@@ -131,6 +132,7 @@ def load_profile(profile: Union[str, Path], overrides: Optional[Mapping[str, Map
                             executable=str(entry["executable"]),
                             namespace=str(entry.get("namespace", default_ns) or ""),
                             lifecycle=bool(entry.get("lifecycle", False)),
+                            ends_run=bool(entry.get("ends_run", False)),
                             parameter_files=[str(f) for f in entry.get("parameter_files", [])],
                             remappings=[(str(a), str(b)) for a, b in (entry.get("remappings") or {}).items()])
         except (KeyError, TypeError, AttributeError) as err:

@@ -29,14 +29,15 @@ def node_actions_kwargs(profile: str, params_file: str = "", namespace: str = ""
         kwargs = {"package": spec.package, "executable": spec.executable, "name": spec.name,
                   "namespace": (namespace or spec.namespace).strip("/"),
                   "parameters": [parameters] + ([params_file] if params_file else []),
-                  "remappings": list(spec.remappings), "output": "screen", "lifecycle": spec.lifecycle}
+                  "remappings": list(spec.remappings), "output": "screen", "lifecycle": spec.lifecycle,
+                  "ends_run": spec.ends_run}
         out.append(kwargs)
     return out
 
 
 def generate_launch_description(profile: str):
     from launch import LaunchDescription
-    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
     from launch.substitutions import LaunchConfiguration
     from launch_ros.actions import LifecycleNode, Node
 
@@ -47,6 +48,8 @@ def generate_launch_description(profile: str):
         for node_kwargs in node_actions_kwargs(profile, arg("params_file"), arg("namespace"), arg("use_sim_time"),
                                                arg("activate_router")):
             cls = LifecycleNode if node_kwargs.pop("lifecycle") else Node
+            if node_kwargs.pop("ends_run"):
+                node_kwargs["on_exit"] = Shutdown(reason=f"{node_kwargs['name']} finished")
             actions.append(cls(**node_kwargs))
         return actions
 

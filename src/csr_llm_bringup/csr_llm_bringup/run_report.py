@@ -31,6 +31,8 @@ class RunStats:
     interrupts: int = 0
     resumed: int = 0
     slip_detected: bool = False
+    slip_first_s: Optional[float] = None
+    derates: int = 0
     _depth: int = 0
     _intent_before_interrupt: str = ""
     _waiting_resume: bool = False
@@ -57,7 +59,7 @@ class RunStats:
 
     def on_router_status(self, t: float, *, active_intent: str, interrupt_depth: int, task_hit_rate: float,
                          loop_hz: float, grip_done_count: int, slip_detected: bool, tick_us: float,
-                         active: bool = True) -> None:
+                         derate_count: int = 0, active: bool = True) -> None:
         if interrupt_depth > self._depth:
             self.interrupts += interrupt_depth - self._depth
             if self._depth == 0:
@@ -67,7 +69,10 @@ class RunStats:
             self.resumed += 1
             self._waiting_resume = False
         self._depth = interrupt_depth
+        if slip_detected and not self.slip_detected:
+            self.slip_first_s = t - (self.first_time or 0.0)
         self.slip_detected |= bool(slip_detected)
+        self.derates = max(self.derates, int(derate_count))
         if active and loop_hz > 0:
             self.loop_hz.append(loop_hz)
         if tick_us > 0:
@@ -114,6 +119,8 @@ class RunStats:
             "interrupts": self.interrupts,
             "resumed": self.resumed,
             "slip_detected": self.slip_detected,
+            "slip_first_s": None if self.slip_first_s is None else round(self.slip_first_s, 3),
+            "derates": self.derates,
             "router_hit_rate": round(float(self.router_last.get("task_hit_rate", 0.0)), 3),
             "loop_hz": round(float(np.median(self.loop_hz)), 1) if self.loop_hz else 0.0,
             "motor_commands": self.motor_commands,

@@ -6,7 +6,8 @@ console_scripts entry point, with its merged parameters in a generated params fi
 are prefixed with the node name; SIGINT/SIGTERM are forwarded (each node in its own session, so a
 terminal Ctrl-C reaches it once, through us); shutdown escalates SIGINT -> SIGTERM -> SIGKILL.
 Fast DDS is limited to UDP on loopback for the children, so no shared-memory segments outlive
-them. A node that exits on its own while the graph runs makes the run fail (exit code 1).
+them. A node that exits on its own while the graph runs makes the run fail (exit code 1), unless
+the profile marks it `ends_run` and it exits with 0 (e.g. the simulator at the end of a scenario).
 """
 from __future__ import annotations
 
@@ -130,6 +131,9 @@ class GraphRunner:
                 return
             for child in self.children:
                 code = child.process.poll()
+                if code == 0 and child.spec.ends_run:
+                    self._emit("runner", f"{child.spec.full_name} finished; stopping the run")
+                    return
                 if code is not None:
                     child.exited_unexpectedly = True
                     self.failed.append(child.spec.name)

@@ -36,7 +36,8 @@ def fake_launch(monkeypatch):
     modules = {
         "launch": types.SimpleNamespace(LaunchDescription=lambda actions: list(actions)),
         "launch.actions": types.SimpleNamespace(DeclareLaunchArgument=recorder("DeclareLaunchArgument"),
-                                                OpaqueFunction=recorder("OpaqueFunction")),
+                                                OpaqueFunction=recorder("OpaqueFunction"),
+                                                Shutdown=recorder("Shutdown")),
         "launch.substitutions": types.SimpleNamespace(LaunchConfiguration=LaunchConfiguration),
         "launch_ros": types.SimpleNamespace(),
         "launch_ros.actions": types.SimpleNamespace(Node=recorder("Node"), LifecycleNode=recorder("LifecycleNode")),
@@ -74,6 +75,7 @@ def test_launch_and_runner_derive_the_same_nodes_parameters_and_remaps(fake_laun
     for action, spec in zip(actions, loaded.nodes):
         kwargs = action.kwargs
         assert type(action).__name__ == ("LifecycleNode" if spec.lifecycle else "Node")
+        assert ("on_exit" in kwargs) == spec.ends_run      # launch: Shutdown on exit; runner: run over
         remaps, params_file = parse_runner_command(node_command(spec, write_params_file(spec, tmp_path)))
         runner_params = yaml.safe_load(open(params_file))["/**"]["ros__parameters"]
         assert (kwargs["package"], kwargs["executable"]) == (spec.package, spec.executable)

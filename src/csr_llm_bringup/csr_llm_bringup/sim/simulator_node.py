@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import array
 import json
+import os
+import signal
 import math
 import threading
 import time
@@ -81,6 +83,9 @@ class SimulatorNode(Node):
         self.max_range = float(P("proximity_max_range", 5.0).value)
         self.base_frame = str(P("base_frame", "base_link").value)
         self.odom_frame = str(P("odom_frame", "odom").value)
+        # end the process (exit 0) once the scenario's duration of sim time has run: a run or test
+        # that should last exactly one scenario (the runner's `ends_run` nodes end the whole run)
+        self.exit_at_end = bool(P("exit_at_end", False).value)
 
         if sorted(joints) != sorted(JOINTS):
             raise ValueError(f"parameter joints must list {JOINTS} (any order), got {joints}")
@@ -271,6 +276,10 @@ class SimulatorNode(Node):
                 self.pub_truth.publish(self.msg_truth)
             if sim.events:
                 self._publish_events()
+            if self.exit_at_end and sim.scenario is not None and sim.time >= sim.scenario.duration:
+                self.get_logger().info(f"scenario {sim.scenario.name!r} finished at t={sim.time:.2f} s: exiting")
+                os.kill(os.getpid(), signal.SIGINT)   # the main thread shuts the node down cleanly
+                return
             pacer.pace(sim.time)
 
     def _publish_state(self) -> None:
