@@ -22,12 +22,15 @@ therefore have cosine ``(1 - s^2) cos(content) + s^2``; the task layer additiona
 robot-ID block to be identical before two keys can match at all, so robots sharing one cache never
 match each other's entries (exact isolation, not a probabilistic one).
 
-Slip awareness: ratio = |horizontal IMU acceleration| / (|wheel speed| + v_eps), wheel speed from
-the odometry twist. Above ``slip_ratio`` (seed: 1.8), and only while the horizontal acceleration is
-at least ``slip_min_accel`` (a standing base sees arm reaction and sensor noise, which must not
-read as slip), the odometry block is scaled by
-``w_odom = max(slip_min_weight, slip_ratio / ratio)``, i.e. the more the wheels disagree with the
-IMU, the less the (then untrustworthy) odometry shapes the key.
+Slip awareness: the router keeps an IMU-derived base speed (longitudinal acceleration integrated,
+pulled toward the wheel speed with time constant ``slip_speed_tau``) next to the wheel speed from
+the odometry twist, and the encoder compares the two: ratio = (|v_imu| + v_eps) / (|v_wheel| + v_eps),
+taken both ways (max(ratio, 1/ratio)), so a base sliding on locked wheels and wheels spinning on a
+still base both count. Above ``slip_ratio`` (seed: 1.8) the odometry block is scaled by
+``w_odom = max(slip_min_weight, slip_ratio / ratio)``: the more the wheels disagree with the IMU,
+the less the (then untrustworthy) odometry shapes the key. The seed's literal "IMU acceleration /
+wheel speed" compares unlike quantities and fires whenever a standing base starts to move or an
+arm shakes it (measured in the MuJoCo closed loop); comparing speeds keeps its threshold and intent.
 
 The encoder is behind the ``KeyEncoder`` interface. ``ProjectionKeyEncoder`` uses fixed
 pseudo-random projection matrices (seeded, reproducible); ``load_weights`` replaces any of them
@@ -87,6 +90,7 @@ class Observation:
     effort_mean: np.ndarray = field(default_factory=lambda: np.zeros(0))   # |effort| / limit
     odom_delta: np.ndarray = field(default_factory=lambda: np.zeros(3))    # dx, dy, dyaw
     wheel_speed: float = 0.0
+    imu_speed: float = 0.0             # IMU-derived longitudinal base speed [m/s] (slip test)
 
 
 class KeyEncoder:
@@ -109,7 +113,6 @@ class EncoderConfig:
     slip_ratio: float = 1.8
     slip_min_weight: float = 0.1
     slip_v_eps: float = 0.05
-    slip_min_accel: float = 0.3      # m/s2: below this the IMU sees no real motion (arm reaction, noise)
     w_intent: float = 1.0
     w_vision: float = 0.4
     w_imu: float = 0.5
@@ -189,12 +192,12 @@ class ProjectionKeyEncoder(KeyEncoder):
     def id_block(self) -> np.ndarray:
         return self._id
 
-    def slip_weight(self, acc: np.ndarray, wheel_speed: float) -> float:
+    def slip_weight(self, imu_speed: float, wheel_speed: float) -> float:
         c = self.config
-        horiz = float(np.hypot(acc[0], acc[1]))
-        ratio = horiz / (abs(float(wheel_speed)) + c.slip_v_eps)
+        ratio = (abs(float(imu_speed)) + c.slip_v_eps) / (abs(float(wheel_speed)) + c.slip_v_eps)
+        ratio = max(ratio, 1.0 / ratio)
         self.last_slip_ratio = ratio
-        if horiz >= c.slip_min_accel and ratio > c.slip_ratio:
+        if ratio > c.slip_ratio:
             return max(c.slip_min_weight, c.slip_ratio / ratio)
         return 1.0
 
@@ -224,7 +227,7 @@ class ProjectionKeyEncoder(KeyEncoder):
         jv[n:] = np.tanh(obs.joint_vel / c.vel_scale)
         x[40:48] = np.tanh(self.weights["joints"] @ jv) * c.w_joints
         x[48:52] = np.tanh(self.weights["effort"] @ np.clip(obs.effort_mean, 0.0, 1.0)) * c.w_effort
-        w_odom = self.slip_weight(acc, obs.wheel_speed)
+        w_odom = self.slip_weight(obs.imu_speed, obs.wheel_speed)
         self.last_slip_weight = w_odom
         d = obs.odom_delta
         od = x[52:56]

@@ -65,7 +65,7 @@ DEFAULTS: Dict[str, Any] = {
     "proximity_timeout_s": 1.0,
     "slip_ratio": 1.8,
     "slip_min_weight": 0.1,
-    "slip_min_accel": 0.3,
+    "slip_speed_tau": 1.0,
     "id_share": 0.1,
     "encoder_weights_file": "",
     "task_capacity": 512,

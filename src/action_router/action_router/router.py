@@ -173,8 +173,7 @@ class Router:
         # caches and levels
         self.encoder = encoder or ProjectionKeyEncoder(EncoderConfig(
             robot_id=str(cfg["robot_id"]), n_joints=n, id_share=float(cfg["id_share"]),
-            slip_ratio=float(cfg["slip_ratio"]), slip_min_weight=float(cfg["slip_min_weight"]),
-            slip_min_accel=float(cfg["slip_min_accel"])))
+            slip_ratio=float(cfg["slip_ratio"]), slip_min_weight=float(cfg["slip_min_weight"])))
         if cfg["encoder_weights_file"] and hasattr(self.encoder, "load_weights"):
             self.encoder.load_weights(str(cfg["encoder_weights_file"]))
         self.task_layer = TaskLayer(int(cfg["task_capacity"]))
@@ -209,7 +208,10 @@ class Router:
         self.unknown_request = str(cfg.unknown_scene.get("request", "unknown scene: new decision needed"))
         # double buffers (sensor threads -> tick)
         self._js_buf = DoubleBuffer({"pos": (n,), "vel": (n,), "eff": (n,), "have_eff": (n,), "hdr": (2,)})
-        self._imu_buf = DoubleBuffer({"acc": (3,), "gyro": (3,)})
+        self._imu_buf = DoubleBuffer({"acc": (3,), "gyro": (3,), "speeds": (2,)})
+        self._imu_speed = 0.0               # IMU-derived longitudinal speed (slip test) [m/s]
+        self._wheel_speed = 0.0             # last odometry twist speed [m/s]
+        self._imu_last_t: Optional[float] = None
         self._odom_buf = DoubleBuffer({"pose": (3,), "twist": (2,)})
         self._wrench_buf = DoubleBuffer({"force": (1,)})
         self._prox_buf = DoubleBuffer({"range": (1,)})
@@ -301,7 +303,7 @@ class Router:
                 obs.intent, obs.stage = intent, stage
                 obs.joint_pos[:] = st.prototype_pose
                 obs.odom_delta = np.array([st.base_vx * self.key_period, 0.0, st.base_wz * self.key_period])
-                obs.wheel_speed = st.base_vx
+                obs.wheel_speed = obs.imu_speed = st.base_vx     # a nominal sub-task does not slip
                 obs.imu_acc = np.array([0.0, 0.0, GRAVITY])
                 key = self.encoder.encode(obs, np.empty(64))
                 self.task_layer.insert(key, si, ii, stage, seeded=True)
@@ -359,7 +361,14 @@ class Router:
         if a.size != 3 or g.size != 3 or not (np.all(np.abs(a) < MAX_ABS_INPUT) and np.all(np.abs(g) < MAX_ABS_INPUT)):
             self.faults.record("imu_invalid")
             return False
-        self._imu_buf.write(now, acc=a, gyro=g)
+        # integrate the longitudinal acceleration, pulled toward the wheel speed (complementary
+        # filter): it follows the wheels unless the base really moves differently from them
+        last = self._imu_last_t
+        dt = 0.0 if last is None else min(max(now - last, 0.0), 0.1)
+        tau = max(float(self.cfg["slip_speed_tau"]), 1e-3)
+        self._imu_speed += a[0] * dt + (self._wheel_speed - self._imu_speed) * min(1.0, dt / tau)
+        self._imu_last_t = now
+        self._imu_buf.write(now, acc=a, gyro=g, speeds=(self._imu_speed, self._wheel_speed))
         return True
 
     def set_odom(self, x: float, y: float, yaw: float, vx: float, wz: float, now: float = 0.0) -> bool:
@@ -368,6 +377,7 @@ class Router:
             self.faults.record("odom_invalid")
             return False
         self._odom_buf.write(now, pose=vals[:3], twist=vals[3:])
+        self._wheel_speed = float(vals[3])
         return True
 
     def set_wrench(self, force: Sequence[float], now: float = 0.0) -> bool:
@@ -473,12 +483,14 @@ class Router:
         # joint, IMU, odometry snapshots (own copies: may run outside the tick thread)
         js = {"pos": obs.joint_pos, "vel": obs.joint_vel}
         self._js_buf.read_into(js)
-        imu = {"acc": np.empty(3), "gyro": np.empty(3)}
+        imu = {"acc": np.empty(3), "gyro": np.empty(3), "speeds": np.empty(2)}
         _, imu_ver = self._imu_buf.read_into(imu)
         if imu_ver == 0:
             imu["acc"][:] = (0.0, 0.0, GRAVITY)
             imu["gyro"][:] = 0.0
+            imu["speeds"][:] = 0.0
         obs.imu_acc, obs.imu_gyro = imu["acc"], imu["gyro"]
+        obs.imu_speed = float(imu["speeds"][0])
         odom = {"pose": np.empty(3), "twist": np.empty(2)}
         _, odom_ver = self._odom_buf.read_into(odom)
         if odom_ver and self._key_odom_init:

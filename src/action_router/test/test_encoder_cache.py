@@ -40,16 +40,45 @@ def test_different_intents_and_stages_give_distant_keys():
 def test_slip_down_weights_the_odometry_block():
     enc = ProjectionKeyEncoder(EncoderConfig(slip_ratio=1.8))
     delta = np.array([0.05, 0.0, 0.0])
-    # wheels report 0.5 m/s, IMU sees 0.3 m/s^2: ratio 0.55 < 1.8, full weight
-    k_ok = enc.encode(obs(odom_delta=delta, wheel_speed=0.5, imu_acc=np.array([0.3, 0.0, 9.80665]))).copy()
+    # wheels and IMU agree (0.5 vs 0.45 m/s): ratio 1.1 < 1.8, full weight
+    k_ok = enc.encode(obs(odom_delta=delta, wheel_speed=0.5, imu_speed=0.45)).copy()
     assert enc.last_slip_weight == 1.0
     raw_ok = k_ok[52:56] / np.linalg.norm(k_ok[:56])
-    # wheels spin at 0.5 m/s but the IMU sees 3 m/s^2 sideways: ratio 5.45 > 1.8 -> slip
-    k_slip = enc.encode(obs(odom_delta=delta, wheel_speed=0.5, imu_acc=np.array([0.0, 3.0, 9.80665]))).copy()
-    assert enc.last_slip_ratio > 1.8
-    assert enc.last_slip_weight == pytest.approx(1.8 / enc.last_slip_ratio)
+    # the base slides at 0.3 m/s on locked wheels: ratio (0.3 + 0.05) / 0.05 = 7 > 1.8 -> slip
+    k_slip = enc.encode(obs(odom_delta=delta, wheel_speed=0.0, imu_speed=-0.3)).copy()
+    assert enc.last_slip_ratio == pytest.approx(7.0)
+    assert enc.last_slip_weight == pytest.approx(1.8 / 7.0)
     raw_slip = k_slip[52:56] / np.linalg.norm(k_slip[:56])
     assert np.linalg.norm(raw_slip) < 0.5 * np.linalg.norm(raw_ok)
+    # wheels spinning on a still base count too (ratio taken both ways)
+    enc.encode(obs(odom_delta=delta, wheel_speed=0.45, imu_speed=0.0))
+    assert enc.last_slip_ratio == pytest.approx(10.0) and enc.last_slip_weight < 1.0
+
+
+def test_router_slip_flag_follows_the_base_not_the_arm():
+    """IMU-derived speed vs wheel speed: no slip when the base starts to move or stands and shakes."""
+    from router_rig import Rig
+    rig = Rig()
+    r = rig.router
+    r.submit_decision("hold_position")
+    wheel = 0.0
+    for k in range(3000):                         # 3 s: shaking in place, then moving with the wheels
+        t = k * 0.001
+        shake = 1.0 * np.sin(2 * np.pi * 8 * t)    # zero-mean arm reaction, 1 m/s^2
+        accel = 0.5 if 1.0 <= t < 1.4 else 0.0     # a real start: base and wheels accelerate together
+        wheel += accel * 0.001
+        rig.imu_acc = [shake + accel, 0.0, 9.80665]
+        r.set_odom(0.0, 0.0, 0.0, wheel, 0.0, now=rig.now)
+        rig.step()
+        if k % 33 == 0:
+            r.update_key(rig.now)
+            assert r.encoder.last_slip_weight == 1.0, t
+    for k in range(600):                          # wheels lock, the base slides on at 0.2 m/s
+        rig.imu_acc = [-0.05, 0.0, 9.80665]
+        r.set_odom(0.0, 0.0, 0.0, 0.0, 0.0, now=rig.now)
+        rig.step()
+    r.update_key(rig.now)
+    assert r.encoder.last_slip_weight < 1.0 and r.status()["slip_detected"]
 
 
 def test_robots_sharing_a_cache_never_match_each_others_entries():
