@@ -26,7 +26,8 @@ Slip awareness: the router keeps an IMU-derived base speed (longitudinal acceler
 pulled toward the wheel speed with time constant ``slip_speed_tau``) next to the wheel speed from
 the odometry twist, and the encoder compares the two: ratio = (|v_imu| + v_eps) / (|v_wheel| + v_eps),
 taken both ways (max(ratio, 1/ratio)), so a base sliding on locked wheels and wheels spinning on a
-still base both count. Above ``slip_ratio`` (seed: 1.8) the odometry block is scaled by
+still base both count. Above ``slip_ratio`` (seed: 1.8) for ``slip_confirm`` consecutive keys
+the odometry block is scaled by
 ``w_odom = max(slip_min_weight, slip_ratio / ratio)``: the more the wheels disagree with the IMU,
 the less the (then untrustworthy) odometry shapes the key. The seed's literal "IMU acceleration /
 wheel speed" compares unlike quantities and fires whenever a standing base starts to move or an
@@ -113,6 +114,7 @@ class EncoderConfig:
     slip_ratio: float = 1.8
     slip_min_weight: float = 0.1
     slip_v_eps: float = 0.05
+    slip_confirm: int = 4            # consecutive keys over the ratio before a slip counts (~0.13 s at 30 Hz)
     w_intent: float = 1.0
     w_vision: float = 0.4
     w_imu: float = 0.5
@@ -149,6 +151,7 @@ class ProjectionKeyEncoder(KeyEncoder):
         self._jv = np.zeros(2 * n)
         self.last_slip_weight = 1.0
         self.last_slip_ratio = 0.0
+        self._slip_count = 0
 
     # -- learned weights ---------------------------------------------------------------------
     def weight_names(self) -> Dict[str, tuple]:
@@ -197,7 +200,9 @@ class ProjectionKeyEncoder(KeyEncoder):
         ratio = (abs(float(imu_speed)) + c.slip_v_eps) / (abs(float(wheel_speed)) + c.slip_v_eps)
         ratio = max(ratio, 1.0 / ratio)
         self.last_slip_ratio = ratio
-        if ratio > c.slip_ratio:
+        # a slip persists; a single jolt (a door pulled, aliasing of a shaking base) does not
+        self._slip_count = self._slip_count + 1 if ratio > c.slip_ratio else 0
+        if self._slip_count >= c.slip_confirm:
             return max(c.slip_min_weight, c.slip_ratio / ratio)
         return 1.0
 

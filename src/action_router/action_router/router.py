@@ -225,6 +225,8 @@ class Router:
         self._temperature = np.full(n, np.nan)
         self._decisions: Deque[Tuple[str, dict, int, float]] = collections.deque(maxlen=16)
         self.repeated_decisions = 0
+        self.slip_events = 0
+        self._slipping = False
         self._zone_mailbox: Optional[str] = None
         # tick-side snapshots (tick thread only)
         self._js = {"pos": np.zeros(n), "vel": np.zeros(n), "eff": np.zeros(n), "have_eff": np.zeros(n),
@@ -516,6 +518,12 @@ class Router:
         else:
             obs.vision = None
         key = self.encoder.encode(obs, self._key)
+        slipping = getattr(self.encoder, "last_slip_weight", 1.0) < 1.0
+        if slipping and not self._slipping:
+            self.slip_events += 1
+            self.info(f"slip: wheels and IMU disagree (ratio {getattr(self.encoder, 'last_slip_ratio', 0.0):.1f}); "
+                      f"odometry down-weighted in the task key")
+        self._slipping = slipping
         self._key_buf.write(now, key=key)
         self._last_key_time = now
 
@@ -988,5 +996,6 @@ class Router:
             "confidence_flips": self.confidence.flips, "failsafe_count": self.failsafe_count,
             "input_faults": self.faults.total,
             "slip_detected": bool(getattr(self.encoder, "last_slip_weight", 1.0) < 1.0),
+            "slip_events": self.slip_events,
             "odom_weight": float(getattr(self.encoder, "last_slip_weight", 1.0)),
         }

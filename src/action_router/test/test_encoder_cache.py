@@ -38,7 +38,7 @@ def test_different_intents_and_stages_give_distant_keys():
 
 
 def test_slip_down_weights_the_odometry_block():
-    enc = ProjectionKeyEncoder(EncoderConfig(slip_ratio=1.8))
+    enc = ProjectionKeyEncoder(EncoderConfig(slip_ratio=1.8, slip_confirm=1))
     delta = np.array([0.05, 0.0, 0.0])
     # wheels and IMU agree (0.5 vs 0.45 m/s): ratio 1.1 < 1.8, full weight
     k_ok = enc.encode(obs(odom_delta=delta, wheel_speed=0.5, imu_speed=0.45)).copy()
@@ -78,6 +78,8 @@ def test_router_slip_flag_follows_the_base_not_the_arm():
         r.set_odom(0.0, 0.0, 0.0, 0.0, 0.0, now=rig.now)
         rig.step()
     r.update_key(rig.now)
+    for _ in range(4):                            # confirmed over consecutive keys
+        r.update_key(rig.now)
     assert r.encoder.last_slip_weight < 1.0 and r.status()["slip_detected"]
 
 

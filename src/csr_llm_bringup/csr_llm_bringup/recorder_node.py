@@ -94,7 +94,8 @@ class RecorderNode(Node):
             s.on_router_status(_t(msg.header), active_intent=msg.active_intent, interrupt_depth=msg.interrupt_depth,
                                task_hit_rate=msg.task_hit_rate, loop_hz=msg.loop_hz,
                                grip_done_count=msg.grip_done_count, slip_detected=msg.slip_detected,
-                               tick_us=msg.l1_us + msg.l2_us + msg.l3_us, derate_count=msg.derate_count)
+                               tick_us=msg.l1_us + msg.l2_us + msg.l3_us, derate_count=msg.derate_count,
+                               slip_events=msg.slip_events)
         elif topic == "motor_command":
             s.on_motor_command(_t(msg.header), list(msg.joint_names), list(msg.effort), list(msg.effort_limit),
                                list(msg.reference_position))

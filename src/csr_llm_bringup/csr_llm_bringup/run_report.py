@@ -59,7 +59,7 @@ class RunStats:
 
     def on_router_status(self, t: float, *, active_intent: str, interrupt_depth: int, task_hit_rate: float,
                          loop_hz: float, grip_done_count: int, slip_detected: bool, tick_us: float,
-                         derate_count: int = 0, active: bool = True) -> None:
+                         derate_count: int = 0, slip_events: int = 0, active: bool = True) -> None:
         if interrupt_depth > self._depth:
             self.interrupts += interrupt_depth - self._depth
             if self._depth == 0:
@@ -69,9 +69,10 @@ class RunStats:
             self.resumed += 1
             self._waiting_resume = False
         self._depth = interrupt_depth
-        if slip_detected and not self.slip_detected:
+        slipped = bool(slip_detected) or slip_events > 0
+        if slipped and not self.slip_detected:
             self.slip_first_s = t - (self.first_time or 0.0)
-        self.slip_detected |= bool(slip_detected)
+        self.slip_detected |= slipped
         self.derates = max(self.derates, int(derate_count))
         if active and loop_hz > 0:
             self.loop_hz.append(loop_hz)

@@ -51,7 +51,7 @@ def samples():
                                      l3_clamped=True, l1_us=12.5, l2_us=40.0, l3_us=8.0, task_hit_rate=0.89,
                                      behaviour_hit_rate=0.75, execution_hit_rate=0.5, interrupt_depth=2,
                                      execution_state=MotorCommand.EXEC_FAILSAFE, loop_hz=999.5,
-                                     slip_detected=True, odom_weight=0.25,
+                                     slip_detected=True, odom_weight=0.25, slip_events=2,
                                      unknown_scene_count=3, grip_done_count=1, derate_count=4,
                                      confidence_flips=5, failsafe_count=6, input_faults=7),
     }
