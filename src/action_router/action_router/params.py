@@ -24,6 +24,7 @@ DEFAULTS: Dict[str, Any] = {
     "controller_name": "arm_controller",
     "robot_id": "robot",
     "autostart": False,
+    "tick_source": "timer",             # timer: control_hz timer; joint_states: one tick per joint state
     "executor": "single",                # router_node main(): single | multi (threaded) executor
     "control_hz": 1000.0,
     "status_hz": 20.0,

@@ -64,6 +64,7 @@ def decision_arguments(arguments) -> Dict[str, Any]:
 
 class RouterNode(LifecycleNode):
     def __init__(self, node_name: str = "action_router", **kwargs):
+        self._tick_on_state = False
         super().__init__(node_name, **kwargs)
         dyn = ParameterDescriptor(dynamic_typing=True)
         for name, default in DEFAULTS.items():
@@ -165,12 +166,15 @@ class RouterNode(LifecycleNode):
             self._active = True
             self._loop_window_start = time.monotonic()
             self._loop_window_ticks = 0
-        self._control_timer = self.create_timer(1.0 / hz, self._on_control, callback_group=self._control_group)
+        self._tick_on_state = str(r.cfg["tick_source"]) == "joint_states"
+        if not self._tick_on_state:
+            self._control_timer = self.create_timer(1.0 / hz, self._on_control, callback_group=self._control_group)
         self._aux_timers = [
             self.create_timer(1.0 / float(r.cfg["key_hz"]), self._on_key, callback_group=self._sensor_group),
             self.create_timer(1.0 / float(r.cfg["status_hz"]), self._on_status, callback_group=self._status_group),
         ]
-        self.get_logger().info(f"active: control loop at {hz:g} Hz")
+        self.get_logger().info("active: control ticks on every joint_states message" if self._tick_on_state
+                               else f"active: control loop at {hz:g} Hz")
         return ret
 
     def _stop_timers(self, destroy: bool = False) -> None:
@@ -304,6 +308,8 @@ class RouterNode(LifecycleNode):
         if r is not None:
             r.set_joint_state(msg.name, msg.position, msg.velocity, msg.effort, self._now(),
                               (msg.header.stamp.sec, msg.header.stamp.nanosec))
+            if self._tick_on_state:     # state-driven control: each tick sees exactly this state
+                self._on_control()
 
     def _on_imu(self, msg: Imu) -> None:
         r = self.router

@@ -8,6 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
+from csr_llm_core.dds_env import localhost_dds_env
+
 from .graph import ProfileError, load_profile, parse_override
 from .runner import GraphRunner, LaunchError
 
@@ -61,11 +63,15 @@ def cmd_replay(args) -> int:
     for text in args.tolerance or []:
         joint, _, value = text.partition("=")
         tolerances[joint] = float(value)
+    overrides = {}
+    for text in args.set or []:
+        node, param, value = parse_override(text)
+        overrides.setdefault(node, {})[param] = value
     out = Path(args.out) if args.out else new_run_dir(Path(args.runs_dir))
     try:
         outcome = replay(Path(args.bag), out, profile=args.profile, rate=args.rate, lockstep=args.lockstep,
                          golden=Path(args.golden) if args.golden else None, tolerances=tolerances,
-                         start_graph=not args.no_graph)
+                         start_graph=not args.no_graph, overrides=overrides, check_motor=args.motor_check)
     except BagError as err:
         print(f"csr-llm: error: {err}", file=sys.stderr)
         return 2
@@ -96,8 +102,13 @@ def main(argv=None) -> int:
     rep.add_argument("--out", help="output folder (default: a new build/runs/<stamp>)")
     rep.add_argument("--runs-dir", default=os.environ.get("CSR_LLM_RUNS_DIR", "build/runs"))
     rep.add_argument("--no-graph", action="store_true", help="only play the bag (the graph runs elsewhere)")
+    rep.add_argument("--set", action="append", metavar="NODE.PARAM=VALUE", help="override a node parameter")
+    rep.add_argument("--no-motor-check", dest="motor_check", action="store_false",
+                     help="report motor command differences without failing on them")
     rep.set_defaults(func=cmd_replay)
     args = parser.parse_args(argv)
+    # loopback only, and one domain for this process and every node it starts
+    localhost_dds_env()
     try:
         return args.func(args)
     except (ProfileError, LaunchError) as err:

@@ -85,20 +85,33 @@ def _fmt_decision(d: Optional[DecisionRecord]) -> str:
 
 
 def compare(golden: RunOutputs, replay: RunOutputs, tolerances: Mapping[str, float],
-            default_tolerance: float = 1.0, grid_s: float = 0.01) -> Comparison:
+            default_tolerance: float = 1.0, grid_s: float = 0.01, skew_s: float = 0.1,
+            check_motor: bool = True) -> Comparison:
+    """`skew_s`: motor commands may lag or lead by up to this much sim time (the replayed router
+    runs open loop on recorded joint states and its ticks need not land where the original's did)."""
     lines: List[str] = []
     ok = True
     # --- decisions: exact, in order
-    n = max(len(golden.decisions), len(replay.decisions))
+    # decisions one run made after the other stopped recording are not a divergence
+    # (both runs only had inputs up to the earlier of their last motor commands)
+    ends = [run.motor_t[-1] for run in (golden, replay) if run.motor_t]
+    end = min(ends) if ends else math.inf
+
+    def trim(run: RunOutputs, other: RunOutputs) -> List[DecisionRecord]:
+        return [d for d in run.decisions if d.t <= end + 1e-9]
+    golden_d, replay_d = trim(golden, replay), trim(replay, golden)
+    beyond = len(golden.decisions) - len(golden_d) + len(replay.decisions) - len(replay_d)
+    n = max(len(golden_d), len(replay_d))
     first = None
     for i in range(n):
-        g = golden.decisions[i] if i < len(golden.decisions) else None
-        r = replay.decisions[i] if i < len(replay.decisions) else None
+        g = golden_d[i] if i < len(golden_d) else None
+        r = replay_d[i] if i < len(replay_d) else None
         if g is None or r is None or (g.intent, g.arguments) != (r.intent, r.arguments):
             first = (i, g, r)
             break
     if first is None:
-        lines.append(f"decisions: {len(golden.decisions)} match exactly")
+        lines.append(f"decisions: {len(golden_d)} match exactly"
+                     + (f" ({beyond} made after the other run's recording ended, not compared)" if beyond else ""))
     else:
         ok = False
         i, g, r = first
@@ -118,18 +131,27 @@ def compare(golden: RunOutputs, replay: RunOutputs, tolerances: Mapping[str, flo
         ge, re_ = np.vstack(golden.motor_effort), np.vstack(replay.motor_effort)
         gi = np.clip(np.searchsorted(gt, grid, side="right") - 1, 0, len(gt) - 1)   # zero-order hold
         ri = np.clip(np.searchsorted(rt, grid, side="right") - 1, 0, len(rt) - 1)
-        diff = np.abs(ge[gi] - re_[ri])
+        g_grid, r_grid = ge[gi], re_[ri]
+        shift = int(round(skew_s / grid_s))
+        diff = np.full_like(g_grid, np.inf)
+        for k in range(-shift, shift + 1):     # best match within +-skew_s, per sample and joint
+            lo, hi = max(0, -k), min(len(grid), len(grid) - k)
+            if hi > lo:
+                np.minimum(diff[lo:hi], np.abs(g_grid[lo:hi] - r_grid[lo + k:hi + k]), out=diff[lo:hi])
         rows = []
         for j, name in enumerate(golden.motor_names):
             tol = float(tolerances.get(name, default_tolerance))
             over = np.nonzero(diff[:, j] > tol)[0]
             worst = float(diff[:, j].max()) if len(diff) else 0.0
             status = "ok" if not len(over) else f"EXCEEDED first at {grid[over[0]]:.3f} s ({len(over)} of {len(grid)} samples)"
-            ok &= not len(over)
+            if check_motor:
+                ok &= not len(over)
             rows.append(f"  {name:>18}: max |diff| {worst:8.3f} (tolerance {tol:g}) {status}")
-        lines.append(f"motor commands: {len(grid)} samples over {end - start:.2f} s of sim time")
+        lines.append(f"motor commands: {len(grid)} samples over {end - start:.2f} s of sim time "
+                     f"(timing skew allowed: +-{skew_s * 1e3:.0f} ms)"
+                     + ("" if check_motor else " - reported, not judged (--no-motor-check)"))
         lines += rows
-    elif golden.motor_t or replay.motor_t:
+    elif (golden.motor_t or replay.motor_t) and check_motor:
         ok = False
         lines.append(f"motor commands: golden has {len(golden.motor_t)}, replay has {len(replay.motor_t)}")
     # --- timing, side by side (reported, not judged)

@@ -1,8 +1,12 @@
 """Bag player (rclpy): publishes a bag's input topics in timestamp order with /clock, at a rate factor.
 
-Lockstep (optional): at every multiple of `lockstep_period` of bag time the player publishes that
-time on /clock and waits until a csr_llm_msgs/Decision stamped at or after it arrives, as the
-simulator does, so decisions that take real compute time land at the same sim time in every run.
+Lockstep (optional), as the simulator does it:
+* decisions: at every multiple of `lockstep_period` of bag time the player publishes that time on
+  /clock and waits until a csr_llm_msgs/Decision stamped at or after it arrives, so decisions
+  that take real compute time land at the same sim time in every run;
+* control: after each joint_states message (and the clock at its stamp) it waits, up to
+  `control_lockstep_timeout` wall seconds, for the router's MotorCommand of that tick, so the
+  replayed controller runs every tick on the same state as the recorded one.
 """
 from __future__ import annotations
 
@@ -18,10 +22,10 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from builtin_interfaces.msg import Time
 from rosgraph_msgs.msg import Clock
-from csr_llm_msgs.msg import Decision
+from csr_llm_msgs.msg import Decision, MotorCommand
 
 from .bag_io import BagReport, read_messages, to_ros_message
-from .bags import import_message_class
+from .bags import import_message_class, typestore
 
 RELIABLE = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 
@@ -32,6 +36,7 @@ class PlayResult:
     skipped: Dict[str, str] = field(default_factory=dict)
     lockstep_waits: int = 0
     lockstep_timeouts: int = 0
+    control_timeouts: int = 0
     sim_seconds: float = 0.0
 
 
@@ -43,7 +48,7 @@ def _time(t: float) -> Time:
 class BagPlayer:
     def __init__(self, node: Node, bag: Path, report: BagReport, topics: Optional[Sequence[str]] = None,
                  rate: float = 1.0, lockstep_period: float = 0.0, lockstep_timeout: float = 30.0,
-                 log: Callable[[str], None] = print):
+                 control_lockstep_timeout: float = 0.0, log: Callable[[str], None] = print):
         self.node, self.bag, self.report = node, Path(bag), report
         self.rate = rate
         self.lockstep_period = lockstep_period
@@ -69,13 +74,35 @@ class BagPlayer:
             self.publishers[topic] = node.create_publisher(cls, topic, RELIABLE)
         self.clock_pub = node.create_publisher(Clock, "/clock", 10)
         self._latest_decision = -math.inf
+        self._has_header: Dict[str, bool] = {}
         self._decision_event = threading.Event()
         if lockstep_period > 0:
             node.create_subscription(Decision, "decision", self._on_decision, RELIABLE)
+        self.control_lockstep_timeout = control_lockstep_timeout
+        self._command_stamp = -math.inf
+        self._command_event = threading.Event()
+        self._joint_topic = node.resolve_topic_name("joint_states")
+        if control_lockstep_timeout > 0:
+            node.create_subscription(MotorCommand, "motor_command", self._on_command, RELIABLE)
 
     def _on_decision(self, msg: Decision) -> None:
         self._latest_decision = max(self._latest_decision, msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
         self._decision_event.set()
+
+    def _on_command(self, msg: MotorCommand) -> None:
+        self._command_stamp = max(self._command_stamp, msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+        self._command_event.set()
+
+    def _wait_command(self, t: float) -> float:
+        if self._command_stamp == -math.inf:      # the controller is not commanding yet
+            return 0.0
+        start = time.monotonic()
+        while self._command_stamp < t - 1e-9 and time.monotonic() - start < self.control_lockstep_timeout:
+            self._command_event.wait(0.002)
+            self._command_event.clear()
+        if self._command_stamp < t - 1e-9:
+            self.result.control_timeouts += 1
+        return time.monotonic() - start
 
     def wait_for_subscribers(self, timeout: float) -> List[str]:
         """Topics still without a subscriber after `timeout` (the graph may not subscribe all)."""
@@ -93,14 +120,28 @@ class BagPlayer:
     def _wait_decision(self, boundary: float) -> float:
         start = time.monotonic()
         self.result.lockstep_waits += 1
+        # once decisions have stopped coming, do not wait the full timeout at every boundary
+        timeout = self.lockstep_timeout if self.result.lockstep_timeouts < 2 else 1.0
         while self._latest_decision < boundary - 1e-9:
-            if time.monotonic() - start > self.lockstep_timeout:
+            if time.monotonic() - start > timeout:
                 self.result.lockstep_timeouts += 1
-                self.log(f"no decision for t={boundary:.3f} s within {self.lockstep_timeout:g} s; continuing")
+                self.log(f"no decision for t={boundary:.3f} s within {timeout:g} s; continuing")
                 break
             self._decision_event.wait(0.01)
             self._decision_event.clear()
         return time.monotonic() - start
+
+    def _message_time(self, msgtype: str, raw: bytes, decoded, stamp_ns: int) -> float:
+        """The message's own header stamp (the time the nodes under test act on), else the bag time."""
+        if msgtype not in self._has_header:
+            cls = import_message_class(msgtype)
+            self._has_header[msgtype] = cls is not None and "header" in cls.get_fields_and_field_types()
+        if self._has_header[msgtype]:
+            msg = decoded if decoded is not None else typestore().deserialize_cdr(raw, msgtype)
+            t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+            if t > 0:
+                return t
+        return stamp_ns * 1e-9
 
     def play(self) -> PlayResult:
         topics = list(self.publishers)
@@ -109,13 +150,21 @@ class BagPlayer:
         paused = 0.0
         next_boundary = None
         last_clock = -math.inf
-        for topic, _msgtype, stamp_ns, raw, decoded in read_messages(self.bag, self.report, topics):
-            t = stamp_ns * 1e-9
+        # Order by the messages' own stamps, a joint state before the other sensors of its time
+        # (the simulator's order: a control tick at t sees the other sensors' previous samples).
+        timeline = []
+        for index, (topic, msgtype, stamp_ns, raw, decoded) in enumerate(
+                read_messages(self.bag, self.report, topics)):
+            t = self._message_time(msgtype, raw, decoded, stamp_ns)
+            timeline.append((round(t, 9), 0 if topic == self._joint_topic else 1, index, topic, raw, decoded))
+        timeline.sort(key=lambda item: item[:3])
+        for t, _priority, _index, topic, raw, decoded in timeline:
             if t0 is None:
                 t0 = t
                 if self.lockstep_period > 0:
                     next_boundary = (math.floor(t / self.lockstep_period) + 1) * self.lockstep_period
-            while next_boundary is not None and t >= next_boundary:
+            # like the simulator: the state stamped at the boundary goes out, then the clock waits
+            while next_boundary is not None and t > next_boundary + 1e-9:
                 self._publish_clock(next_boundary)
                 last_clock = next_boundary
                 paused += self._wait_decision(next_boundary)
@@ -124,13 +173,15 @@ class BagPlayer:
                 delay = wall0 + paused + (t - t0) / self.rate - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-            if t > last_clock:
-                self._publish_clock(t)
-                last_clock = t
             if decoded is not None:
                 self.publishers[topic].publish(to_ros_message(decoded, self.classes[topic]))
             else:
                 self.publishers[topic].publish(raw)
             self.result.published[topic] = self.result.published.get(topic, 0) + 1
+            if t > last_clock:                        # after the message: a tick at t sees it
+                self._publish_clock(t)
+                last_clock = t
+            if self.control_lockstep_timeout > 0 and topic == self._joint_topic:
+                paused += self._wait_command(t)
         self.result.sim_seconds = 0.0 if t0 is None else max(0.0, last_clock - t0)
         return self.result

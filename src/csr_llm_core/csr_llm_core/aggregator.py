@@ -105,9 +105,15 @@ SUMMARIZERS: Dict[str, Callable[[Mapping], Tuple[Tuple[float, ...], str]]] = {
 
 
 class Aggregator:
-    """Chunks from samples and events. `watermark_period` > 0 adds a watermark each time sample
-    time crosses a multiple of it: every chunk stamped before the watermark has been emitted
-    (watermarks carry the seq the next chunk will get and do not consume one)."""
+    """Chunks from samples and events.
+
+    With `watermark_period` > 0, each time sample time crosses a multiple of it the aggregator
+    emits the continuous summaries of the closed window, sorted by (stamp, topic), then a
+    watermark: every chunk stamped before it has been emitted, and the order of summaries that
+    share a stamp no longer depends on which topic's message arrived first (replays reproduce the
+    chunk stream exactly). Watermarks carry the seq the next chunk will get and do not consume one.
+    Events are emitted at once, stamped with the newest sample time seen (not a receive clock).
+    """
 
     def __init__(self, specs: Sequence[TopicSpec], *, max_event_chars: int = 300, first_seq: int = 0,
                  watermark_period: float = 0.0):
@@ -122,36 +128,47 @@ class Aggregator:
         self.next_seq = first_seq
         self.watermark_period = float(watermark_period)
         self._next_watermark: Optional[float] = None
+        self._window: List[ChunkOut] = []        # continuous summaries held until the next watermark
+        self.last_sample_stamp: Optional[float] = None
 
-    def watermark(self, stamp: float) -> Optional[ChunkOut]:
-        """A watermark when `stamp` crossed the next multiple of watermark_period, else None."""
-        if self.watermark_period <= 0:
-            return None
-        if self._next_watermark is None:
-            self._next_watermark = (math.floor(stamp / self.watermark_period) + 1) * self.watermark_period
-            return None
-        if stamp < self._next_watermark - 1e-9:
-            return None
-        boundary = math.floor(stamp / self.watermark_period + 1e-9) * self.watermark_period
-        self._next_watermark = boundary + self.watermark_period
-        return ChunkOut(self.next_seq, round(boundary, 9), "", KIND_WATERMARK, "")
-
-    def _chunk(self, topic: str, kind: int, stamp: float, body: str) -> ChunkOut:
-        chunk = ChunkOut(self.next_seq, stamp, topic, kind, f"[{stamp:.2f}s] {topic}: {body}")
+    def _emit(self, chunk: ChunkOut) -> ChunkOut:
+        chunk.seq = self.next_seq
         self.next_seq += 1
         return chunk
 
-    def on_event(self, topic: str, text: str, stamp: float) -> ChunkOut:
+    def watermark(self, stamp: float) -> List[ChunkOut]:
+        """The closed window's summaries and its watermark, once `stamp` crossed a boundary."""
+        if self.watermark_period <= 0:
+            return []
+        if self._next_watermark is None:
+            self._next_watermark = (math.floor(stamp / self.watermark_period) + 1) * self.watermark_period
+            return []
+        if stamp < self._next_watermark - 1e-9:
+            return []
+        boundary = math.floor(stamp / self.watermark_period + 1e-9) * self.watermark_period
+        self._next_watermark = boundary + self.watermark_period
+        ready = sorted((c for c in self._window if c.stamp < boundary - 1e-9), key=lambda c: (c.stamp, c.source_topic))
+        self._window = [c for c in self._window if c.stamp >= boundary - 1e-9]
+        out = [self._emit(c) for c in ready]
+        out.append(ChunkOut(self.next_seq, round(boundary, 9), "", KIND_WATERMARK, ""))
+        return out
+
+    def on_event(self, topic: str, text: str, stamp: Optional[float] = None) -> ChunkOut:
         """An event becomes a chunk at once (whitespace collapsed, length bounded)."""
         body = _SPACES.sub(" ", text or "").strip()
         if not body:
             raise SampleError("empty event text")
         if len(body) > self.max_event_chars:
             body = body[: self.max_event_chars] + " [truncated]"
-        return self._chunk(topic, KIND_EVENT, stamp, body)
+        if self.last_sample_stamp is not None:
+            stamp = self.last_sample_stamp
+        stamp = 0.0 if stamp is None else stamp
+        # one decimal: the newest sample time differs by a sample period between runs
+        return self._emit(ChunkOut(-1, stamp, topic, KIND_EVENT, f"[{stamp:.1f}s] {topic}: {body}"))
 
     def on_sample(self, topic: str, sample: Mapping, stamp: float) -> Optional[ChunkOut]:
-        """Record a continuous sample; returns a summary chunk when one is due and worth it."""
+        """Record a continuous sample; returns a summary chunk when one is due and worth it
+        (with watermarks, summaries come out of `watermark` instead and this returns None)."""
         state = self.topics[topic]
         if state.spec.type == "temperature":
             temperature = _finite([sample["temperature"]], "temperature")[0]
@@ -161,10 +178,15 @@ class Aggregator:
         else:
             values, text = SUMMARIZERS[state.spec.type](sample)
         state.latest, state.latest_text = values, text
+        self.last_sample_stamp = stamp if self.last_sample_stamp is None else max(self.last_sample_stamp, stamp)
         if stamp - state.last_emit < state.spec.period:
             return None
         if state.emitted is not None and len(state.emitted) == len(values) and \
                 max(abs(a - b) for a, b in zip(values, state.emitted)) < state.spec.threshold:
             return None
         state.emitted, state.last_emit = values, stamp
-        return self._chunk(topic, KIND_CONTINUOUS, stamp, text)
+        chunk = ChunkOut(-1, stamp, topic, KIND_CONTINUOUS, f"[{stamp:.2f}s] {topic}: {text}")
+        if self.watermark_period > 0:
+            self._window.append(chunk)
+            return None
+        return self._emit(chunk)

@@ -100,9 +100,8 @@ class AggregatorNode(Node):
             sample = to_sample(spec.type, msg)
             stamp = stamp_seconds(self, msg.header)
             with self._lock:
-                mark = self.aggregator.watermark(stamp)   # before this sample's own chunk (stamped >= mark)
-                if mark is not None:
-                    self._publish(mark)
+                for chunk in self.aggregator.watermark(stamp):   # the closed window, then its watermark
+                    self._publish(chunk)
                 chunk = self.aggregator.on_sample(spec.topic, sample, stamp)
                 if chunk is not None:
                     self._publish(chunk)

@@ -58,8 +58,11 @@ def run_node(node_factory, args=None, executor_factory=None) -> int:
     try:
         node = node_factory()
         if executor_factory is None:
-            from rclpy.executors import MultiThreadedExecutor
-            executor = MultiThreadedExecutor(num_threads=2)
+            # rclpy's MultiThreadedExecutor spins a core at 100 % whenever a ready callback waits
+            # for its (mutually exclusive) group (measured: the simulator node starved the graph);
+            # our callbacks are short and long work runs in the nodes' own threads
+            from rclpy.executors import SingleThreadedExecutor
+            executor = SingleThreadedExecutor()
         else:
             executor = executor_factory()
         executor.add_node(node)

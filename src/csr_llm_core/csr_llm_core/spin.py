@@ -11,17 +11,22 @@ from typing import Iterator, List, Optional
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 
 
 class BackgroundSpinner:
-    """Owns an rclpy context and a MultiThreadedExecutor spinning in a daemon thread."""
+    """Owns an rclpy context and an executor spinning in a daemon thread.
 
-    def __init__(self, args: Optional[List[str]] = None, num_threads: int = 2):
+    Single-threaded by default: rclpy's MultiThreadedExecutor burns a core while a ready callback
+    waits for its callback group, which starves the other processes on a small machine.
+    """
+
+    def __init__(self, args: Optional[List[str]] = None, num_threads: int = 1):
         self.context = Context()
         rclpy.init(args=args, context=self.context)
-        self.executor = MultiThreadedExecutor(num_threads=num_threads, context=self.context)
+        self.executor = (SingleThreadedExecutor(context=self.context) if num_threads <= 1 else
+                         MultiThreadedExecutor(num_threads=num_threads, context=self.context))
         self._nodes: List[Node] = []
         self._thread = threading.Thread(target=self._spin, name="rclpy-spin", daemon=True)
         self._started = False
@@ -57,7 +62,7 @@ class BackgroundSpinner:
 
 
 @contextlib.contextmanager
-def spinning(num_threads: int = 2) -> Iterator[BackgroundSpinner]:
+def spinning(num_threads: int = 1) -> Iterator[BackgroundSpinner]:
     spinner = BackgroundSpinner(num_threads=num_threads)
     try:
         yield spinner

@@ -37,9 +37,11 @@ def test_a_1khz_topic_yields_one_summary_per_period_and_only_on_change():
 def test_events_are_chunks_at_once_and_sequence_is_shared_and_gap_free():
     agg = make()
     a = agg.on_sample("joint_states", joint_sample(0.1), 0.0)
+    agg.on_sample("joint_states", joint_sample(0.1), 0.248)
     e = agg.on_event("events", "  person   approaching,\\n distance 0.5 m ", 0.25)
     assert (a.seq, e.seq, e.kind) == (0, 1, KIND_EVENT)
-    assert e.text == "[0.25s] events: person approaching,\\n distance 0.5 m"
+    # stamped with the newest sample time, not the receive clock (reproducible under replay)
+    assert e.stamp == 0.248 and e.text == "[0.2s] events: person approaching,\\n distance 0.5 m"
     long = agg.on_event("events", "x" * 1000, 0.3)
     assert long.text.endswith("[truncated]") and len(long.text) < 350
 
@@ -66,8 +68,25 @@ def test_watermarks_mark_each_period_boundary_crossed_by_sample_time():
     agg = make(watermark_period=0.5)
     marks = []
     for i in range(0, 1600, 7):                       # irregular sample times
-        mark = agg.watermark(i * 0.001)
-        if mark:
-            marks.append(mark)
+        marks += [c for c in agg.watermark(i * 0.001) if c.kind == KIND_WATERMARK]
     assert [m.stamp for m in marks] == [0.5, 1.0, 1.5]
     assert all(m.kind == KIND_WATERMARK and m.text == "" and m.seq == agg.next_seq for m in marks)
+
+
+def test_summaries_of_a_window_come_out_in_stamp_and_topic_order_whatever_the_arrival_order():
+    def stream(order):
+        agg = Aggregator([TopicSpec("joint_states", "joint_states", period=1.0, threshold=0.0),
+                          TopicSpec("motor_temperature", "temperature", period=1.0, threshold=0.0)],
+                         watermark_period=0.5)
+        out = []
+        for t in (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5):
+            out += agg.watermark(t)
+            samples = [("joint_states", joint_sample(t)), ("motor_temperature", {"temperature": 30 + t,
+                                                                                  "frame_id": "arm_elbow"})]
+            for topic, sample in (samples if order else samples[::-1]):
+                chunk = agg.on_sample(topic, sample, t)
+                assert chunk is None                  # held until the window closes
+        return [(c.seq, c.kind, c.text) for c in out]
+    assert stream(True) == stream(False)
+    texts = [text for _, kind, text in stream(True) if kind != KIND_WATERMARK]
+    assert texts[0].startswith("[0.00s] joint_states") and texts[1].startswith("[0.00s] motor_temperature")

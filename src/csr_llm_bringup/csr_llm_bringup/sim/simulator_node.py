@@ -36,7 +36,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState, Range, Temperature
 from std_msgs.msg import Float64MultiArray, String
 
-from csr_llm_msgs.msg import Decision
+from csr_llm_msgs.msg import Decision, MotorCommand
 from csr_llm_core.node_util import FaultLog, run_node
 
 from .lockstep import Lockstep, Pacer
@@ -86,6 +86,13 @@ class SimulatorNode(Node):
         # end the process (exit 0) once the scenario's duration of sim time has run: a run or test
         # that should last exactly one scenario (the runner's `ends_run` nodes end the whole run)
         self.exit_at_end = bool(P("exit_at_end", False).value)
+        # > 0: after each joint_states publication wait (up to this many wall seconds) for the
+        # controller's MotorCommand stamped at that sim time, so the controller never falls behind
+        # and every tick sees the same state in every run (reproducible runs and golden bags)
+        self.control_lockstep_timeout = float(P("control_lockstep_timeout", 0.0).value)
+        self._command_stamp = -1.0
+        self._command_event = threading.Event()
+        self.control_waits = self.control_timeouts = 0
 
         if sorted(joints) != sorted(JOINTS):
             raise ValueError(f"parameter joints must list {JOINTS} (any order), got {joints}")
@@ -170,6 +177,8 @@ class SimulatorNode(Node):
         self.create_subscription(Float64MultiArray, f"{controller}/commands", self._on_effort, RELIABLE)
         self.create_subscription(Twist, "cmd_vel", self._on_cmd_vel, RELIABLE)
         self.create_subscription(Decision, "decision", self._on_decision, RELIABLE)
+        if self.control_lockstep_timeout > 0:
+            self.create_subscription(MotorCommand, "motor_command", self._on_motor_command, RELIABLE)
 
         self.get_logger().info(
             f"simulator: scenario={scenario.name if scenario else 'none'}, real_time_factor={self.rtf}, "
@@ -195,6 +204,24 @@ class SimulatorNode(Node):
         fault = self.sim.set_cmd_vel(msg.linear.x, msg.angular.z)
         if fault is not None:
             self.faults.report(fault, "cmd_vel with a non-finite value: ignored")
+
+    def _on_motor_command(self, msg: MotorCommand) -> None:
+        self._command_stamp = max(self._command_stamp, msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+        self._command_event.set()
+
+    def _wait_for_command(self, t: float) -> None:
+        """Control lockstep: once a controller is commanding, wait for its tick at time t."""
+        if self._command_stamp < 0:
+            return
+        self.control_waits += 1
+        deadline = time.monotonic() + self.control_lockstep_timeout
+        while self._command_stamp < t - 1e-9 and not self.stop_event.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.control_timeouts += 1
+                return
+            self._command_event.wait(min(remaining, 0.005))
+            self._command_event.clear()
 
     def _on_decision(self, msg: Decision) -> None:
         self.lockstep.on_decision(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
@@ -253,10 +280,13 @@ class SimulatorNode(Node):
             k = sim.steps
             self._set_stamp()
             at_boundary = lock.enabled and k >= lock.next_boundary
-            if k % e_clock == 0 or at_boundary:
+            js_due = e_js and k % e_js == 0
+            if js_due:
+                self._publish_joint_states()      # before the clock: a tick at t sees the state at t
+            if k % e_clock == 0 or at_boundary or (js_due and self.control_lockstep_timeout > 0):
                 self.pub_clock.publish(self.msg_clock)
-            if e_js and k % e_js == 0:
-                self._publish_joint_states()
+            if js_due and self.control_lockstep_timeout > 0:
+                self._wait_for_command(sim.time)
             if e_imu and k % e_imu == 0:
                 self._publish_imu()
             if e_odom and k % e_odom == 0:
@@ -364,7 +394,8 @@ class SimulatorNode(Node):
         lock = self.lockstep
         self.get_logger().info(
             f"simulator stopped at t={self.sim.time:.3f} s sim; lockstep waits={lock.waits}, "
-            f"timeouts={lock.timeouts}; input faults={self.faults.count}")
+            f"timeouts={lock.timeouts}; control lockstep waits={self.control_waits}, "
+            f"timeouts={self.control_timeouts}; input faults={self.faults.count}")
         return super().destroy_node()
 
 

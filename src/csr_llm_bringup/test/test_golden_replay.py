@@ -1,0 +1,57 @@
+"""Bag replay regression: the committed golden bag replays to the same decisions; perturbations and
+broken bags are reported clearly. Regenerate the golden bag with `make golden`."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from csr_llm_core.paths import config_dir
+
+GOLDEN = Path(__file__).with_name("golden_sim")
+
+
+def replay(tmp_path, *extra, bag=GOLDEN):
+    return subprocess.run([sys.executable, "-m", "csr_llm_bringup.cli", "replay", str(bag), "--golden", str(GOLDEN),
+                           "--out", str(tmp_path / "out"), "--no-motor-check", *extra],
+                          capture_output=True, text=True, timeout=400)
+
+
+@pytest.mark.slow
+def test_golden_bag_replays_to_exactly_the_same_decisions(tmp_path):
+    result = replay(tmp_path)
+    report = (tmp_path / "out" / "compare.txt").read_text() if (tmp_path / "out" / "compare.txt").exists() else ""
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert report.startswith("MATCH") and "match exactly" in report, report
+    decisions = int(report.split("decisions: ")[1].split()[0])
+    assert decisions >= 10
+    assert "timeouts 0" in result.stdout                 # every decision arrived at its lockstep boundary
+
+
+@pytest.mark.slow
+def test_a_perturbed_prompt_is_caught_with_the_first_divergence(tmp_path):
+    prompt = yaml.safe_load((config_dir() / "prompt.yaml").read_text())
+    for example in prompt["examples"]:
+        example["decision"] = '{"intent": "stop", "args": {}}'
+    perturbed = tmp_path / "prompt.yaml"
+    perturbed.write_text(yaml.safe_dump(prompt))
+    result = replay(tmp_path, "--set", f"reasoning.prompt_file={perturbed}")
+    assert result.returncode == 1, result.stdout[-3000:]
+    out = result.stdout
+    assert "MISMATCH" in out and "FIRST DIVERGENCE at decision #" in out
+    assert "golden: open_door()" in out and "replay: stop()" in out
+    assert "last chunk before it (seq" in out and "state version 0" in out
+
+
+def test_a_truncated_bag_is_a_clear_error_not_a_crash(tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(GOLDEN, broken)
+    (mcap,) = broken.glob("*.mcap")
+    mcap.write_bytes(mcap.read_bytes()[: mcap.stat().st_size // 3])
+    result = subprocess.run([sys.executable, "-m", "csr_llm_bringup.cli", "replay", str(broken),
+                             "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert f"csr-llm: error: bag {broken}: cannot be opened" in result.stderr
+    assert "Traceback" not in result.stderr
