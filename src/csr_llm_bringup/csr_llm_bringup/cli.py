@@ -10,7 +10,7 @@ from pathlib import Path
 
 from csr_llm_core.dds_env import localhost_dds_env
 
-from .graph import ProfileError, load_profile, parse_override
+from .graph import ProfileError, add_override, load_profile
 from .runner import GraphRunner, LaunchError
 
 
@@ -33,8 +33,7 @@ def new_run_dir(runs_dir: Path) -> Path:
 def cmd_run(args) -> int:
     overrides = {}
     for text in args.set or []:
-        node, param, value = parse_override(text)
-        overrides.setdefault(node, {})[param] = value
+        add_override(overrides, text)
     profile_nodes = load_profile(args.profile).nodes
     run_dir = new_run_dir(Path(args.runs_dir))
     if any(spec.name == "recorder" for spec in profile_nodes):
@@ -65,8 +64,7 @@ def cmd_replay(args) -> int:
         tolerances[joint] = float(value)
     overrides = {}
     for text in args.set or []:
-        node, param, value = parse_override(text)
-        overrides.setdefault(node, {})[param] = value
+        add_override(overrides, text)
     out = Path(args.out) if args.out else new_run_dir(Path(args.runs_dir))
     try:
         outcome = replay(Path(args.bag), out, profile=args.profile, rate=args.rate, lockstep=args.lockstep,

@@ -98,7 +98,8 @@ def compare(golden: RunOutputs, replay: RunOutputs, tolerances: Mapping[str, flo
     end = min(ends) if ends else math.inf
 
     def trim(run: RunOutputs, other: RunOutputs) -> List[DecisionRecord]:
-        return [d for d in run.decisions if d.t <= end + 1e-9]
+        # strictly before: a decision due at the very end may have been cut off by the shutdown
+        return [d for d in run.decisions if d.t < end - 1e-9]
     golden_d, replay_d = trim(golden, replay), trim(replay, golden)
     beyond = len(golden.decisions) - len(golden_d) + len(replay.decisions) - len(replay_d)
     n = max(len(golden_d), len(replay_d))

@@ -154,6 +154,16 @@ def load_profile(profile: Union[str, Path], overrides: Optional[Mapping[str, Map
     return Profile(path.stem, path, use_sim_time, nodes, settings)
 
 
+def add_override(overrides: Dict[str, Dict[str, Any]], text: str) -> None:
+    """Add 'node.param=value' to {node: params}; dotted names nest (gains.arm_elbow.p=240)."""
+    node, param, value = parse_override(text)
+    target = overrides.setdefault(node, {})
+    *path, leaf = param.split(".")
+    for key in path:
+        target = target.setdefault(key, {})
+    target[leaf] = value
+
+
 def parse_override(text: str) -> Tuple[str, str, Any]:
     """'node.param=value' (value parsed as YAML) -> (node, param, value)."""
     if "=" not in text or "." not in text.split("=", 1)[0]:

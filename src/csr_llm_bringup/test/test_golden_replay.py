@@ -15,18 +15,19 @@ GOLDEN = Path(__file__).with_name("golden_sim")
 
 def replay(tmp_path, *extra, bag=GOLDEN):
     return subprocess.run([sys.executable, "-m", "csr_llm_bringup.cli", "replay", str(bag), "--golden", str(GOLDEN),
-                           "--out", str(tmp_path / "out"), "--no-motor-check", *extra],
+                           "--out", str(tmp_path / "out"), *extra],
                           capture_output=True, text=True, timeout=400)
 
 
 @pytest.mark.slow
-def test_golden_bag_replays_to_exactly_the_same_decisions(tmp_path):
+def test_golden_bag_replays_to_the_same_decisions_and_motor_commands(tmp_path):
     result = replay(tmp_path)
     report = (tmp_path / "out" / "compare.txt").read_text() if (tmp_path / "out" / "compare.txt").exists() else ""
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert report.startswith("MATCH") and "match exactly" in report, report
     decisions = int(report.split("decisions: ")[1].split()[0])
     assert decisions >= 10
+    assert report.count(" ok") == 5 and "EXCEEDED" not in report      # every joint within tolerance
     assert "timeouts 0" in result.stdout                 # every decision arrived at its lockstep boundary
 
 
@@ -35,14 +36,25 @@ def test_a_perturbed_prompt_is_caught_with_the_first_divergence(tmp_path):
     prompt = yaml.safe_load((config_dir() / "prompt.yaml").read_text())
     for example in prompt["examples"]:
         example["decision"] = '{"intent": "stop", "args": {}}'
+    prompt["question"] = prompt["question"] + " Emergency: the only allowed intent is stop."
     perturbed = tmp_path / "prompt.yaml"
     perturbed.write_text(yaml.safe_dump(prompt))
-    result = replay(tmp_path, "--set", f"reasoning.prompt_file={perturbed}")
+    result = replay(tmp_path, "--set", f"reasoning.prompt_file={perturbed}", "--no-motor-check")
     assert result.returncode == 1, result.stdout[-3000:]
     out = result.stdout
     assert "MISMATCH" in out and "FIRST DIVERGENCE at decision #" in out
     assert "golden: open_door()" in out and "replay: stop()" in out
-    assert "last chunk before it (seq" in out and "state version 0" in out
+    assert "last chunk before it (seq" in out and "state version 0" in out and "sim time 0.500 s" in out
+
+
+@pytest.mark.slow
+def test_a_perturbed_pid_gain_is_caught_on_the_motor_commands(tmp_path):
+    result = replay(tmp_path, "--set", "action_router.gains.arm_elbow.p=240.0")
+    out = result.stdout
+    assert result.returncode == 1, out[-3000:]
+    assert "match exactly" in out                                  # same decisions ...
+    elbow = [line for line in out.splitlines() if "arm_elbow: max |diff|" in line][0]
+    assert "EXCEEDED first at" in elbow                            # ... but the elbow's commands differ
 
 
 def test_a_truncated_bag_is_a_clear_error_not_a_crash(tmp_path):

@@ -90,6 +90,10 @@ class SimulatorNode(Node):
         # controller's MotorCommand stamped at that sim time, so the controller never falls behind
         # and every tick sees the same state in every run (reproducible runs and golden bags)
         self.control_lockstep_timeout = float(P("control_lockstep_timeout", 0.0).value)
+        # hold t=0 until this many subscribers listen to joint_states (controller, aggregator,
+        # recorder...), so no node misses the start of the run; up to start_timeout wall seconds
+        self.wait_for_subscribers = int(P("wait_for_subscribers", 0).value)
+        self.start_timeout = float(P("start_timeout", 60.0).value)
         self._command_stamp = -1.0
         self._command_event = threading.Event()
         self.control_waits = self.control_timeouts = 0
@@ -241,7 +245,21 @@ class SimulatorNode(Node):
                 self.get_logger().error(f"physics thread stopped: {exc!r}")
                 raise
 
+    def _wait_for_graph(self) -> None:
+        if self.wait_for_subscribers <= 0:
+            return
+        deadline = time.monotonic() + self.start_timeout
+        while self.pub_js.get_subscription_count() < self.wait_for_subscribers and not self.stop_event.is_set():
+            if time.monotonic() > deadline:
+                self.get_logger().warning(
+                    f"starting with {self.pub_js.get_subscription_count()} joint_states subscriber(s), "
+                    f"expected {self.wait_for_subscribers} within {self.start_timeout:g} s")
+                return
+            time.sleep(0.05)
+        time.sleep(0.5)     # let the new subscriptions' discovery settle on both sides
+
     def _loop(self) -> None:
+        self._wait_for_graph()
         sim, lock, pacer, every = self.sim, self.lockstep, self.pacer, self._every
         e_clock, e_js = every["clock"], every["joint_state_hz"]
         e_imu, e_odom, e_wrench = every["imu_hz"], every["odom_hz"], every["wrench_hz"]
