@@ -105,8 +105,9 @@ def main(argv=None) -> int:
                      help="report motor command differences without failing on them")
     rep.set_defaults(func=cmd_replay)
     args = parser.parse_args(argv)
-    # loopback only, and one domain for this process and every node it starts
+    # loopback only, one domain for this process and every node it starts, UDP only (no SHM files)
     localhost_dds_env()
+    os.environ.setdefault("FASTDDS_BUILTIN_TRANSPORTS", "UDPv4")
     try:
         return args.func(args)
     except (ProfileError, LaunchError) as err:
