@@ -50,6 +50,7 @@ class ReasonerConfig:
     oversize_policy: str = "reject"
     suffix_reserve: int = 128        # context kept free for suffix + decision tokens
     overflow_wait_s: float = 2.0     # how long a full primary waits for the secondary before evicting itself
+    rebuild_pause: bool = True       # the rebuild pauses while a decision runs (False: both run, on two cores)
 
 
 @dataclass
@@ -271,7 +272,8 @@ class Reasoner:
 
     def decide(self, running: str = "", interrupts: int = 0) -> Decision:
         with self._engine_lock:
-            self._primary_idle.clear()
+            if self.config.rebuild_pause:
+                self._primary_idle.clear()
             try:
                 start = time.perf_counter()
                 self._sync_primary()

@@ -74,7 +74,8 @@ class ReasoningNode(Node):
                                 n_catchup=int(p("n_catchup", 64).value), mode=mode,
                                 rebuild_batch=int(p("rebuild_batch", 32).value),
                                 max_chunk_tokens=int(p("max_chunk_tokens", 512).value),
-                                oversize_policy=p("oversize_policy", "reject").value)
+                                oversize_policy=p("oversize_policy", "reject").value,
+                                rebuild_pause=bool(p("rebuild_pause", True).value))
         log = self.get_logger()
         try:
             catalogue = IntentCatalogue.from_file(intents_file)
