@@ -1,7 +1,7 @@
 """Sensor aggregation: topics become StateChunk texts with a gap-free sequence number.
 
-Event topics (std_msgs/String) become a chunk at once. Continuous topics keep their latest
-sample and become one compact, deterministic summary line per `period` seconds, and only when a
+Event topics (std_msgs/String) become a chunk at once. Continuous topics become one
+compact, deterministic summary line per `period` seconds, and only when a
 value moved by more than the topic's `threshold` since the last summary, so a 1 kHz topic cannot
 flood the prompt. Periods are measured on the samples' own time (sim time under use_sim_time),
 not on a wall-clock timer: the chunks are a function of the input stream, so a replayed bag
@@ -49,8 +49,6 @@ class ChunkOut:
 @dataclass
 class _TopicState:
     spec: TopicSpec
-    latest: Optional[Tuple[float, ...]] = None
-    latest_text: str = ""
     emitted: Optional[Tuple[float, ...]] = None
     last_emit: float = -math.inf
     extra: Dict[str, float] = field(default_factory=dict)   # per-frame values (motor temperatures)
@@ -177,7 +175,6 @@ class Aggregator:
             text = "motor temperatures[C] " + " ".join(f"{k}={state.extra[k]:.1f}" for k in sorted(state.extra))
         else:
             values, text = SUMMARIZERS[state.spec.type](sample)
-        state.latest, state.latest_text = values, text
         self.last_sample_stamp = stamp if self.last_sample_stamp is None else max(self.last_sample_stamp, stamp)
         if stamp - state.last_emit < state.spec.period:
             return None
