@@ -197,14 +197,14 @@ def run_closed_loop(ticks: int, cache: bool, seed: int = 7) -> dict:
 # ---------------------------------------------------------------------------------------------- DDS
 def run_e2e(seconds: float, discovery_timeout: float = 30.0, extra: Optional[List[str]] = None) -> dict:
     """Router node in a subprocess; stamped joint states from here; latency to the first command."""
-    from csr_llm_core.dds_env import localhost_dds_env
+    from csr_llm_core.ros.dds_env import localhost_dds_env
     localhost_dds_env()
     import rclpy  # noqa: F401
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import JointState
     from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
-    from csr_llm_core.spin import spinning
+    from csr_llm_core.ros.spin import spinning
 
     cfg_file = Path(make_config().params.get("subtasks_file") or "")  # noqa: F841 - config dir check
     from .params import repo_config_dir

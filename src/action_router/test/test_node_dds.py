@@ -18,7 +18,7 @@ from lifecycle_msgs.srv import ChangeState, GetState
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
-from csr_llm_core.spin import spinning
+from csr_llm_core.ros.spin import spinning
 
 REPO = Path(__file__).resolve().parents[3]
 JOINTS = ["arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper"]

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import yaml
 
-from csr_llm_core.paths import config_dir
+from .paths import config_dir
 
 
 class ProfileError(ValueError):
@@ -147,11 +147,20 @@ def load_profile(profile: Union[str, Path], overrides: Optional[Mapping[str, Map
         _deep_merge(params, entry.get("parameters") or {})
         if overrides and spec.name in overrides:
             _deep_merge(params, overrides[spec.name])
+        _resolve_file_parameters(params, path.parent)
         params["use_sim_time"] = use_sim_time
         spec.parameters = params
         nodes.append(spec)
     settings = {k: v for k, v in data.items() if k not in ("nodes", "use_sim_time", "namespace")}
     return Profile(path.stem, path, use_sim_time, nodes, settings)
+
+
+def _resolve_file_parameters(params: Dict[str, Any], base: Path) -> None:
+    """`*_file` parameters given relative (intents.yaml) name files next to the profile."""
+    for key, value in params.items():
+        if key.endswith("_file") and isinstance(value, str) and value and \
+                not value.startswith(("~", "$")) and not Path(value).is_absolute():
+            params[key] = str(base / value)
 
 
 def add_override(overrides: Dict[str, Dict[str, Any]], text: str) -> None:

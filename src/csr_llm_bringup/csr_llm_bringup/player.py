@@ -18,16 +18,17 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from builtin_interfaces.msg import Time
 from rosgraph_msgs.msg import Clock
 from csr_llm_msgs.msg import Decision, MotorCommand
+from csr_llm_core.ros import qos
+from csr_llm_core.ros.stamps import sec_to_stamp, stamp_to_sec
 
 from .bag_io import BagReport, read_messages, to_ros_message
 from .bags import import_message_class, typestore
 
-RELIABLE = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+RELIABLE = qos.PLAYBACK
 
 
 @dataclass
@@ -41,8 +42,7 @@ class PlayResult:
 
 
 def _time(t: float) -> Time:
-    sec = int(math.floor(t))
-    return Time(sec=sec, nanosec=min(int(round((t - sec) * 1e9)), 999_999_999))
+    return sec_to_stamp(t)
 
 
 class BagPlayer:
@@ -86,11 +86,11 @@ class BagPlayer:
             node.create_subscription(MotorCommand, "motor_command", self._on_command, RELIABLE)
 
     def _on_decision(self, msg: Decision) -> None:
-        self._latest_decision = max(self._latest_decision, msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+        self._latest_decision = max(self._latest_decision, stamp_to_sec(msg.header.stamp))
         self._decision_event.set()
 
     def _on_command(self, msg: MotorCommand) -> None:
-        self._command_stamp = max(self._command_stamp, msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+        self._command_stamp = max(self._command_stamp, stamp_to_sec(msg.header.stamp))
         self._command_event.set()
 
     def _wait_command(self, t: float) -> float:
@@ -138,7 +138,7 @@ class BagPlayer:
             self._has_header[msgtype] = cls is not None and "header" in cls.get_fields_and_field_types()
         if self._has_header[msgtype]:
             msg = decoded if decoded is not None else typestore().deserialize_cdr(raw, msgtype)
-            t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+            t = stamp_to_sec(msg.header.stamp)
             if t > 0:
                 return t
         return stamp_ns * 1e-9

@@ -11,7 +11,10 @@ from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 
-from csr_llm_core.node_util import FaultLog, run_node
+from csr_llm_core.faults import FaultLog
+from csr_llm_core.ros.node import run_node
+from csr_llm_core.ros.qos import RECORDING_DEPTH
+from csr_llm_core.ros.stamps import stamp_to_sec
 
 from .bags import import_message_class, open_writer, ros_type_name, typestore
 from .run_report import RunStats
@@ -28,7 +31,7 @@ class RecorderNode(Node):
         self.wanted = list(self.declare_parameter("topics", ["/clock", "joint_states", "decision"]).value)
         self.status_period = float(self.declare_parameter("status_period", 1.0).value)
         self.make_report = bool(self.declare_parameter("report", True).value)
-        self.faults = FaultLog(self)
+        self.faults = FaultLog(self.get_logger().warning)
         self.stats = RunStats()
         self._lock = threading.Lock()
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -56,12 +59,12 @@ class RecorderNode(Node):
             type_string = ros_type_name(known[name][0])
             cls = import_message_class(type_string)
             if cls is None:
-                self.faults.report(f"type:{type_string}", f"cannot record {name}: type {type_string} not importable")
+                self.faults.record(f"type:{type_string}", f"cannot record {name}: type {type_string} not importable")
                 continue
             reliable = all(info.qos_profile.reliability == ReliabilityPolicy.RELIABLE
                            for info in self.get_publishers_info_by_topic(name)) and \
                 bool(self.get_publishers_info_by_topic(name))
-            qos = QoSProfile(depth=2000, history=HistoryPolicy.KEEP_LAST,
+            qos = QoSProfile(depth=RECORDING_DEPTH, history=HistoryPolicy.KEEP_LAST,
                              reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT)
             with self._lock:
                 self.connections[name] = self.writer.add_connection(name, type_string, typestore=self.store)
@@ -80,12 +83,12 @@ class RecorderNode(Node):
             try:
                 self._stats(short, deserialize_message(data, self._types[topic]), now * 1e-9)
             except Exception as err:  # a stats bug must not stop the recording
-                self.faults.report(f"stats:{short}", f"run statistics skipped a {short} message: {err}")
+                self.faults.record(f"stats:{short}", f"run statistics skipped a {short} message: {err}")
 
     def _stats(self, topic: str, msg, now: float) -> None:
         s = self.stats
         if topic == "clock":
-            s.on_time(msg.clock.sec + msg.clock.nanosec * 1e-9)
+            s.on_time(stamp_to_sec(msg.clock))
         elif topic == "decision":
             s.on_decision(_t(msg.header), msg.ttft_ms, msg.intent, msg.resource, msg.state_version)
         elif topic == "csr_status":
@@ -139,12 +142,11 @@ class RecorderNode(Node):
 
 
 def _t(header) -> float:
-    return header.stamp.sec + header.stamp.nanosec * 1e-9
+    return stamp_to_sec(header.stamp)
 
 
 def main(args=None) -> int:
-    from rclpy.executors import SingleThreadedExecutor   # one thread: the writer and stats need no locking
-    return run_node(RecorderNode, args, executor_factory=SingleThreadedExecutor)
+    return run_node(RecorderNode, args)   # single-threaded: the writer and the stats need no locking
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, TextIO
 
 import yaml
 
-from csr_llm_core.dds_env import localhost_dds_env
+from csr_llm_core.ros.dds_env import localhost_dds_env
 
 from .graph import NodeSpec, Profile
 

@@ -6,8 +6,8 @@ from rclpy.node import Node
 
 from action_router.router_node import RouterNode
 from csr_llm_core.aggregator_node import AggregatorNode
-from csr_llm_core.paths import config_dir
-from csr_llm_core.spin import spinning
+from csr_llm_bringup.paths import config_dir
+from csr_llm_core.ros.spin import spinning
 
 CLOCK = ("/clock", "rosgraph_msgs/msg/Clock")   # consumed by every node through use_sim_time
 

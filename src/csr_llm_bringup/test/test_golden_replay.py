@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from csr_llm_core.paths import config_dir
+from csr_llm_bringup.paths import config_dir
 
 GOLDEN = Path(__file__).with_name("golden_sim")
 

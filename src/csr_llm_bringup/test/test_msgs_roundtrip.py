@@ -13,7 +13,7 @@ from std_msgs.msg import Header
 from csr_llm_msgs.msg import (CsrStatus, Decision, IntentArgument, MotorCommand, RouterStatus,
                               StateChunk)
 from csr_llm_core.ros_conversions import message_to_dict
-from csr_llm_core.spin import spinning
+from csr_llm_core.ros.spin import spinning
 
 LISTENER = Path(__file__).with_name("msg_listener.py")
 

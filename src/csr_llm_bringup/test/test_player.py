@@ -9,7 +9,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from geometry_msgs.msg import Twist
 from sensor_msgs.msg import Range
 from std_msgs.msg import String
-from csr_llm_core.spin import spinning
+from csr_llm_core.ros.spin import spinning
 from csr_llm_bringup.bag_io import inspect_bag
 from csr_llm_bringup.player import BagPlayer
 

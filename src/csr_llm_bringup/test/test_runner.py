@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from csr_llm_core.paths import config_dir
+from csr_llm_bringup.paths import config_dir
 
 
 def write_profile(path: Path, aggregator_params: str = "") -> Path:

@@ -15,7 +15,8 @@ from sensor_msgs.msg import Imu, JointState, Range, Temperature
 from std_msgs.msg import Float64MultiArray, String
 
 from csr_llm_msgs.msg import Decision
-from csr_llm_core.spin import spinning
+from csr_llm_core.ros.spin import spinning
+from csr_llm_core.ros.testing import wait_for
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 BEST_EFFORT = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
@@ -63,13 +64,8 @@ class Probe:
         self.events.append(msg.data)
 
 
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_until(predicate, timeout, what):
+    assert wait_for(predicate, timeout, step=0.02), f"timed out waiting for {what}"
 
 
 def test_simulator_node_clock_sensors_efforts_and_lockstep():
@@ -86,10 +82,10 @@ def test_simulator_node_clock_sensors_efforts_and_lockstep():
             decision_pub = node.create_publisher(Decision, "decision", RELIABLE)
 
             # the clock runs to the first lockstep boundary and stops there
-            wait_for(lambda: probe.clock >= 0.5, 60, "/clock to reach 0.5 s")
+            wait_until(lambda: probe.clock >= 0.5, 60, "/clock to reach 0.5 s")
             time.sleep(1.0)
             assert probe.clock == 0.5
-            wait_for(lambda: probe.js is not None and probe.counts.get("odom") and probe.counts.get("imu")
+            wait_until(lambda: probe.js is not None and probe.counts.get("odom") and probe.counts.get("imu")
                      and probe.counts.get("wrench") and probe.counts.get("proximity") and probe.zone
                      and len(probe.temperature_frames) == 5, 20,
                      "joint_states, odom, imu, wrench, motor_temperature, proximity and zone")
@@ -102,7 +98,7 @@ def test_simulator_node_clock_sensors_efforts_and_lockstep():
             assert probe.temperature_frames == set(names[:5])
 
             # a bad command is ignored, a good one drives the arm once the clock runs again
-            wait_for(lambda: effort_pub.get_subscription_count() > 0 and decision_pub.get_subscription_count() > 0,
+            wait_until(lambda: effort_pub.get_subscription_count() > 0 and decision_pub.get_subscription_count() > 0,
                      20, "the simulator's command subscriptions")
             effort_pub.publish(Float64MultiArray(data=[1.0, 2.0, 3.0]))
             for _ in range(5):
@@ -114,10 +110,10 @@ def test_simulator_node_clock_sensors_efforts_and_lockstep():
             decision.header.stamp.sec, decision.header.stamp.nanosec = 0, 500_000_000
             decision_pub.publish(decision)
 
-            wait_for(lambda: probe.clock >= 1.0, 30, "/clock to move on to the next boundary")
+            wait_until(lambda: probe.clock >= 1.0, 30, "/clock to move on to the next boundary")
             time.sleep(1.0)
             assert probe.clock == 1.0           # the next boundary waits again
-            wait_for(lambda: probe.js[0] >= 0.99, 10, "joint_states at the next boundary")
+            wait_until(lambda: probe.js[0] >= 0.99, 10, "joint_states at the next boundary")
             assert probe.js[2][0] > pan_before + 0.1   # the effort turned the arm
             proc.send_signal(signal.SIGINT)            # stop the traffic before this node goes
             proc.wait(timeout=20)

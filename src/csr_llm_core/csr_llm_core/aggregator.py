@@ -37,6 +37,33 @@ class TopicSpec:
         return KIND_EVENT if self.type == "event" else KIND_CONTINUOUS
 
 
+# name -> (topic, type, period s, threshold): the topics a standard robot publishes.
+DEFAULT_SOURCES: Dict[str, TopicSpec] = {
+    "joint_states": TopicSpec("joint_states", "joint_states", 1.0, 0.05),
+    "imu": TopicSpec("imu", "imu", 1.0, 0.5),
+    "odom": TopicSpec("odom", "odometry", 1.0, 0.05),
+    "motor_temperature": TopicSpec("motor_temperature", "temperature", 2.0, 1.0),
+    "gripper_wrench": TopicSpec("gripper/wrench", "wrench", 0.5, 2.0),
+    "events": TopicSpec("events", "event", 1.0, 0.0),
+}
+
+
+@dataclass
+class AggregatorConfig:
+    """The aggregator node's parameters; the node declares them from these defaults.
+
+    ``sources`` names the inputs; each name has its own parameters ``<name>.topic``,
+    ``<name>.type``, ``<name>.period`` and ``<name>.threshold`` (defaults from DEFAULT_SOURCES
+    for the names listed there; a new name needs at least ``<name>.type``).
+    """
+    sources: Dict[str, TopicSpec] = field(default_factory=lambda: dict(DEFAULT_SOURCES))
+    max_event_chars: int = 300
+    watermark_period: float = 0.5    # s of sample time between watermarks (0: none); match 1/decision_hz
+
+    def specs(self) -> List[TopicSpec]:
+        return list(self.sources.values())
+
+
 @dataclass
 class ChunkOut:
     seq: int

@@ -1,12 +1,10 @@
 """Aggregator node: standard sensor topics -> csr_llm_msgs/StateChunk with a gap-free sequence."""
 from __future__ import annotations
 
-import math
 import sys
 import threading
 
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
@@ -15,25 +13,15 @@ from std_msgs.msg import String
 
 from csr_llm_msgs.msg import StateChunk
 
-from .aggregator import Aggregator, SampleError, TopicSpec
-from .node_util import FaultLog, run_node, stamp_seconds
-
-DEFAULT_TOPICS = ["joint_states", "imu", "odom", "motor_temperature", "gripper/wrench", "events"]
-DEFAULT_TYPES = ["joint_states", "imu", "odometry", "temperature", "wrench", "event"]
-DEFAULT_PERIODS = [1.0, 1.0, 1.0, 2.0, 0.5, 0.0]
-DEFAULT_THRESHOLDS = [0.05, 0.5, 0.05, 1.0, 2.0, 0.0]
+from .aggregator import DEFAULT_SOURCES, Aggregator, AggregatorConfig, SampleError, TopicSpec
+from .faults import FaultLog
+from .ros import qos
+from .ros.geometry import yaw_from_quaternion
+from .ros.node import run_node, stamp_or_now
+from .ros.stamps import set_stamp
 
 MESSAGE_TYPES = {"joint_states": JointState, "imu": Imu, "odometry": Odometry, "temperature": Temperature,
                  "wrench": WrenchStamped, "event": String}
-# Chunks must not be lost: reliable, deep queue, and kept for late joiners (a reasoning node that
-# starts or restarts after the aggregator still gets the chunks published before it).
-CHUNK_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
-                       durability=DurabilityPolicy.TRANSIENT_LOCAL)
-EVENT_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-
-
-def _yaw(q) -> float:
-    return math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
 
 
 def to_sample(kind: str, msg):
@@ -45,7 +33,8 @@ def to_sample(kind: str, msg):
         return {"linear_acceleration": (a.x, a.y, a.z), "angular_velocity": (w.x, w.y, w.z)}
     if kind == "odometry":
         p, t = msg.pose.pose, msg.twist.twist
-        return {"x": p.position.x, "y": p.position.y, "yaw": _yaw(p.orientation), "v": t.linear.x, "w": t.angular.z}
+        return {"x": p.position.x, "y": p.position.y, "yaw": yaw_from_quaternion(p.orientation),
+                "v": t.linear.x, "w": t.angular.z}
     if kind == "temperature":
         return {"temperature": msg.temperature, "frame_id": msg.header.frame_id}
     if kind == "wrench":
@@ -54,51 +43,62 @@ def to_sample(kind: str, msg):
     raise ValueError(kind)
 
 
+def declare_config(node: Node) -> AggregatorConfig:
+    """AggregatorConfig from the node's parameters (declared here, defaults from the dataclass)."""
+    defaults = AggregatorConfig()
+    names = [str(n) for n in node.declare_parameter("sources", list(defaults.sources)).value]
+    sources = {}
+    for name in names:
+        base = DEFAULT_SOURCES.get(name, TopicSpec(name, "", 1.0, 0.0))
+        kind = str(node.declare_parameter(f"{name}.type", base.type).value)
+        if not kind:
+            raise ValueError(f"source {name!r}: set {name}.type (one of the aggregator's topic types)")
+        sources[name] = TopicSpec(str(node.declare_parameter(f"{name}.topic", base.topic).value), kind,
+                                  float(node.declare_parameter(f"{name}.period", base.period).value),
+                                  float(node.declare_parameter(f"{name}.threshold", base.threshold).value))
+    return AggregatorConfig(
+        sources=sources,
+        max_event_chars=int(node.declare_parameter("max_event_chars", defaults.max_event_chars).value),
+        watermark_period=float(node.declare_parameter("watermark_period", defaults.watermark_period).value))
+
+
 class AggregatorNode(Node):
     def __init__(self, **kwargs):
         super().__init__("aggregator", **kwargs)
-        topics = self.declare_parameter("topics", DEFAULT_TOPICS).value
-        types = self.declare_parameter("types", DEFAULT_TYPES).value
-        periods = self.declare_parameter("periods", DEFAULT_PERIODS).value
-        thresholds = self.declare_parameter("thresholds", DEFAULT_THRESHOLDS).value
-        max_event_chars = self.declare_parameter("max_event_chars", 300).value
-        watermark_period = self.declare_parameter("watermark_period", 0.5).value
-        if not (len(topics) == len(types) == len(periods) == len(thresholds)):
-            raise ValueError("parameters topics, types, periods and thresholds must have the same length")
-        specs = [TopicSpec(t, k, float(p) if k != "event" else 1.0, float(th))
-                 for t, k, p, th in zip(topics, types, periods, thresholds)]
-        self.aggregator = Aggregator(specs, max_event_chars=int(max_event_chars),
-                                     watermark_period=float(watermark_period))
-        self.faults = FaultLog(self)
+        config = declare_config(self)
+        specs = config.specs()
+        self.aggregator = Aggregator(specs, max_event_chars=config.max_event_chars,
+                                     watermark_period=config.watermark_period)
+        self.faults = FaultLog(self.get_logger().warning, counted_in="the aggregator (not logged)")
         self._lock = threading.Lock()   # one sequence, whatever thread a callback runs on
-        self.publisher = self.create_publisher(StateChunk, "state_chunks", CHUNK_QOS)
+        self.publisher = self.create_publisher(StateChunk, "state_chunks", qos.CHUNK_STREAM)
         self._sensor_subscriptions = []
         for spec in specs:
-            qos = EVENT_QOS if spec.type == "event" else qos_profile_sensor_data
+            profile = qos.EVENTS if spec.type == "event" else qos.SENSORS
             callback = (lambda msg, s=spec: self._on_event(s, msg)) if spec.type == "event" else \
                 (lambda msg, s=spec: self._on_sample(s, msg))
-            self._sensor_subscriptions.append(self.create_subscription(MESSAGE_TYPES[spec.type], spec.topic, callback, qos))
+            self._sensor_subscriptions.append(
+                self.create_subscription(MESSAGE_TYPES[spec.type], spec.topic, callback, profile))
         self.get_logger().info(f"aggregating {', '.join(f'{s.topic} ({s.type})' for s in specs)} -> state_chunks")
 
     def _publish(self, chunk) -> None:
         source = self.resolve_topic_name(chunk.source_topic) if chunk.source_topic else ""
         msg = StateChunk(seq=chunk.seq, source_topic=source, kind=chunk.kind, text=chunk.text, token_count=-1)
-        msg.header.stamp.sec = int(chunk.stamp)
-        msg.header.stamp.nanosec = int(round((chunk.stamp - int(chunk.stamp)) * 1e9)) % 1_000_000_000
+        set_stamp(msg.header.stamp, chunk.stamp)
         self.publisher.publish(msg)
 
     def _on_event(self, spec: TopicSpec, msg: String) -> None:
         try:
             with self._lock:
-                chunk = self.aggregator.on_event(spec.topic, msg.data, stamp_seconds(self))
+                chunk = self.aggregator.on_event(spec.topic, msg.data, stamp_or_now(self))
                 self._publish(chunk)
         except SampleError as err:
-            self.faults.report(f"{spec.topic}:{err}", f"dropped event on {spec.topic}: {err}")
+            self.faults.record(f"{spec.topic}:rejected", f"dropped event on {spec.topic}: {err}")
 
     def _on_sample(self, spec: TopicSpec, msg) -> None:
         try:
             sample = to_sample(spec.type, msg)
-            stamp = stamp_seconds(self, msg.header)
+            stamp = stamp_or_now(self, msg.header)
             with self._lock:
                 for chunk in self.aggregator.watermark(stamp):   # the closed window, then its watermark
                     self._publish(chunk)
@@ -106,8 +106,7 @@ class AggregatorNode(Node):
                 if chunk is not None:
                     self._publish(chunk)
         except (SampleError, KeyError, TypeError, ValueError) as err:
-            self.faults.report(f"{spec.topic}:{type(err).__name__}",
-                               f"ignored a sample on {spec.topic}: {err}")
+            self.faults.record(f"{spec.topic}:{type(err).__name__}", f"ignored a sample on {spec.topic}: {err}")
 
 
 def main(args=None) -> int:

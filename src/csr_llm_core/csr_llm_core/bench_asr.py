@@ -21,7 +21,6 @@ import numpy as np
 from .catalogue import IntentCatalogue
 from .csr_state import KIND_CONTINUOUS, KIND_EVENT
 from .engine import LlamaEngine
-from .paths import config_dir
 from .prompt import PromptTemplate
 from .reasoner import Reasoner, ReasonerConfig
 from .synthetic import chunk_text
@@ -109,12 +108,14 @@ def main(argv=None) -> int:
     parser.add_argument("--n-catchup", type=int, default=64)
     parser.add_argument("--rebuild-batch", type=int, default=32)
     parser.add_argument("--model-path", default=None)
+    parser.add_argument("--config-dir", type=Path, default=Path("config"),
+                        help="folder with intents.yaml and prompt.yaml (default: ./config, the workspace root's)")
     parser.add_argument("--out", type=Path, default=Path("build/bench/asr.json"))
     parser.add_argument("--plot", type=Path, default=Path("build/bench/asr.png"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    catalogue = IntentCatalogue.from_file(config_dir() / "intents.yaml")
-    template = PromptTemplate.from_file(config_dir() / "prompt.yaml")
+    catalogue = IntentCatalogue.from_file(args.config_dir / "intents.yaml")
+    template = PromptTemplate.from_file(args.config_dir / "prompt.yaml")
     n_ctx = 2 * args.tau_mem
     engines = [LlamaEngine(args.model_path, n_ctx=n_ctx, n_threads=1, name=name) for name in ("R1", "R2")]
     results = {}

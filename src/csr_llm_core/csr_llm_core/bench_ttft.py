@@ -23,7 +23,6 @@ from .catalogue import IntentCatalogue
 from .engine import LlamaEngine
 from .grammar import DecisionGrammar
 from .prompt import PromptTemplate, chunk_line
-from .paths import config_dir
 from .synthetic import chunk_text
 
 
@@ -100,7 +99,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--n-threads", type=int, default=1)
     parser.add_argument("--model-path", default=None)
-    parser.add_argument("--config-dir", type=Path, default=config_dir())
+    parser.add_argument("--config-dir", type=Path, default=Path("config"),
+                        help="folder with intents.yaml and prompt.yaml (default: ./config, the workspace root's)")
     parser.add_argument("--out", type=Path, default=Path("build/bench/ttft.json"))
     args = parser.parse_args(argv)
     print(HEADER, flush=True)

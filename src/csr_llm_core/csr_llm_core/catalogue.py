@@ -22,6 +22,17 @@ class CatalogueError(ValueError):
     """The intent catalogue file is malformed."""
 
 
+class DecisionError(ValueError):
+    """A decision the catalogue refuses; ``kind`` says why (one of DECISION_ERROR_KINDS)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+DECISION_ERROR_KINDS = ("unknown_intent", "unknown_argument", "missing_argument", "bad_argument")
+
+
 @dataclass(frozen=True)
 class ArgumentSpec:
     name: str
@@ -31,24 +42,36 @@ class ArgumentSpec:
     enum: Tuple[str, ...] = ()
     unit: str = ""
 
-    def coerce(self, value: Any) -> Any:
-        """A well-typed, in-range value (numbers clamped), or ValueError."""
+    def check(self, value: Any) -> Any:
+        """The value, typed (an int is accepted for a float), or DecisionError: never clamped."""
         if self.type == "bool":
             if isinstance(value, bool):
                 return value
-            raise ValueError(f"argument {self.name}: expected bool, got {value!r}")
+            raise DecisionError("bad_argument", f"argument {self.name}: expected true|false, got {_short(value)}")
         if self.type == "string":
-            if value in self.enum:
+            if isinstance(value, str) and value in self.enum:
                 return value
-            raise ValueError(f"argument {self.name}: {value!r} is not one of {list(self.enum)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"argument {self.name}: expected a finite {self.type}, got {value!r}")
-        number = float(value)
-        if self.minimum is not None:
-            number = max(number, self.minimum)
-        if self.maximum is not None:
-            number = min(number, self.maximum)
+            raise DecisionError("bad_argument",
+                                f"argument {self.name}: {_short(value)} is not one of {list(self.enum)}")
+        integral = isinstance(value, int) or (isinstance(value, float) and self.type == "float")
+        if isinstance(value, bool) or not integral or not math.isfinite(value):
+            raise DecisionError("bad_argument", f"argument {self.name}: expected a finite {self.type}, "
+                                                f"got {_short(value)}")
+        low, high = self._bounds()
+        if not (low <= value <= high):
+            raise DecisionError("bad_argument", f"argument {self.name}: {value!r} is outside "
+                                                f"{low:g}..{high:g}{self.unit and ' ' + self.unit}")
+        return float(value) if self.type == "float" else int(value)
+
+    def clamp(self, value: float) -> Any:
+        """Bring a number the decoder generated into range (the grammar bounds its digits, not its value)."""
+        low, high = self._bounds()
+        number = min(max(float(value), low), high)
         return int(round(number)) if self.type == "int" else number
+
+    def _bounds(self) -> Tuple[float, float]:
+        return (-math.inf if self.minimum is None else self.minimum,
+                math.inf if self.maximum is None else self.maximum)
 
 
 @dataclass(frozen=True)
@@ -117,19 +140,29 @@ class IntentCatalogue:
         except CatalogueError as err:
             raise CatalogueError(f"{path}: {err}") from err
 
-    def validate(self, intent: str, arguments: Mapping[str, Any]) -> ParsedDecision:
-        """Check a decision against the catalogue; numbers are clamped into range."""
-        if intent not in self.intents:
-            raise ValueError(f"unknown intent {intent!r}")
+    def validate(self, intent: Any, arguments: Mapping[str, Any]) -> ParsedDecision:
+        """The one decision policy of the suite (reasoning node and router alike).
+
+        Refused, with DecisionError: an intent not in the catalogue, an argument it does not
+        declare, a declared argument missing, a value of the wrong type, NaN/inf, a number outside
+        its min..max. Nothing is clamped or defaulted here: a refused decision leaves what runs
+        unchanged, so a malformed or hostile message can never become motion.
+        """
+        if not isinstance(intent, str) or intent not in self.intents:
+            raise DecisionError("unknown_intent", f"unknown intent {_short(intent)}")
         spec = self.intents[intent]
-        unknown = set(arguments) - {a.name for a in spec.arguments}
+        unknown = [name for name in arguments if name not in {a.name for a in spec.arguments}]
         if unknown:
-            raise ValueError(f"intent {intent}: unknown argument(s) {sorted(unknown)}")
+            raise DecisionError("unknown_argument",
+                                f"intent {intent}: unknown argument(s) {[_short(n) for n in sorted(map(str, unknown))]}")
         values = {}
         for arg in spec.arguments:
             if arg.name not in arguments:
-                raise ValueError(f"intent {intent}: missing argument {arg.name}")
-            values[arg.name] = arg.coerce(arguments[arg.name])
+                raise DecisionError("missing_argument", f"intent {intent}: missing argument {arg.name}")
+            try:
+                values[arg.name] = arg.check(arguments[arg.name])
+            except DecisionError as err:
+                raise DecisionError(err.kind, f"intent {intent}: {err}") from None
         return ParsedDecision(intent, values)
 
     def describe(self) -> str:
@@ -148,6 +181,12 @@ class IntentCatalogue:
             signature = f"({', '.join(args)})" if args else "()"
             lines.append(f"- {intent.name}{signature}: {intent.description}")
         return "\n".join(lines)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """repr() bounded in length: refused input is quoted in logs, never copied whole."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"...({len(text)} chars)"
 
 
 def _argument_spec(intent: str, name: str, spec: Mapping[str, Any]) -> ArgumentSpec:

@@ -247,7 +247,7 @@ class DecisionGrammar:
                     int_digits += 1
         self._run._text.append(text + closing)
         self._run._defer(after)
-        return float(text) if arg.type == "float" else int(text)
+        return arg.clamp(float(text))
 
     def to_gbnf(self) -> str:
         """The same grammar in llama.cpp GBNF (for remote llama.cpp/vLLM servers)."""

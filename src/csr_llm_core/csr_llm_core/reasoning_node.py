@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import os
 import sys
 import threading
 import time
@@ -11,72 +10,49 @@ from pathlib import Path
 from typing import Optional
 
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
 
 from std_msgs.msg import String
 
-from csr_llm_msgs.msg import CsrStatus, Decision, IntentArgument, RouterStatus, StateChunk
+from csr_llm_msgs.msg import CsrStatus, Decision, RouterStatus, StateChunk
 
-from .aggregator_node import CHUNK_QOS
 from .catalogue import IntentCatalogue
 from .csr_state import ChunkRejected
 from .engine import LlamaEngine, StateFileError
-from .model import ModelFileError, default_cache_dir
-from .node_util import run_node
-from .paths import config_file
+from .model import ModelFileError
+from .paths import expand_path, required_file
 from .prompt import PromptTemplate
-from .reasoner import Reasoner, ReasonerConfig
-
-RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-_ARG_TYPES = {bool: IntentArgument.TYPE_BOOL, int: IntentArgument.TYPE_INT, float: IntentArgument.TYPE_FLOAT,
-              str: IntentArgument.TYPE_STRING}
-
-
-def to_arguments(values: dict):
-    out = []
-    for name, value in values.items():
-        arg = IntentArgument(name=name, type=_ARG_TYPES[type(value)])
-        if isinstance(value, bool):
-            arg.bool_value = value
-        elif isinstance(value, int):
-            arg.int_value = value
-        elif isinstance(value, float):
-            arg.float_value = value
-        else:
-            arg.string_value = value
-        out.append(arg)
-    return out
+from .reasoner import Reasoner
+from .reasoning_config import ReasoningNodeConfig
+from .ros import qos
+from .ros.intent_args import dict_to_arguments
+from .ros.node import run_node
+from .ros.params import declare_dataclass
+from .ros.stamps import set_stamp, stamp_to_sec
 
 
 class ReasoningNode(Node):
     def __init__(self, **kwargs):
         super().__init__("reasoning", **kwargs)
-        p = self.declare_parameter
-        tau_mem = p("tau_mem", 4096).value
-        mode = p("mode", "asr").value
-        n_ctx = p("n_ctx", 0).value or int(tau_mem * 1.5) + 256
-        threads = (p("n_threads_primary", 1).value, p("n_threads_secondary", 1).value)
-        model_path = p("model_path", "").value
-        self.decision_hz = float(p("decision_hz", 2.0).value)
+        log = self.get_logger()
+        try:
+            cfg = declare_dataclass(self, ReasoningNodeConfig()).validated()
+            intents_file = required_file(cfg.intents_file, "intents_file")
+            prompt_file = required_file(cfg.prompt_file, "prompt_file")
+        except ValueError as err:
+            log.fatal(f"cannot start: {err}")
+            raise SystemExit(2) from err
+        config, mode, tau_mem, n_ctx = cfg.reasoner, cfg.reasoner.mode, cfg.reasoner.tau_mem, cfg.context_size
+        model_path = expand_path(cfg.model_path)
+        threads = (cfg.n_threads_primary, cfg.n_threads_secondary)
+        archive_path = str(cfg.archive_file)
+        self.state_dir = expand_path(cfg.state_dir)
+        self.decision_hz = cfg.decision_hz
         self.period = 1.0 / self.decision_hz if self.decision_hz > 0 else None
         # clock: periodic decisions on the node clock; chunks: on the chunks' own stamps, so the
         # decisions are a function of the chunk stream alone (bag replay regression runs)
-        self.trigger_mode = p("decision_trigger", "clock").value
-        if self.trigger_mode not in ("clock", "chunks"):
-            raise ValueError(f"decision_trigger must be 'clock' or 'chunks', got {self.trigger_mode!r}")
-        self.decide_on_request = bool(p("decide_on_request", True).value)
-        self.status_hz = float(p("status_hz", 2.0).value)
-        intents_file = p("intents_file", "").value or str(config_file("intents.yaml"))
-        prompt_file = p("prompt_file", "").value or str(config_file("prompt.yaml"))
-        archive_path = p("archive_path", "").value or str(default_cache_dir() / "archive" / "csr_archive.jsonl")
-        self.state_dir = p("state_dir", "").value
-        config = ReasonerConfig(tau_mem=int(tau_mem), evict_ratio=float(p("evict_ratio", 0.5).value),
-                                n_catchup=int(p("n_catchup", 64).value), mode=mode,
-                                rebuild_batch=int(p("rebuild_batch", 32).value),
-                                max_chunk_tokens=int(p("max_chunk_tokens", 512).value),
-                                oversize_policy=p("oversize_policy", "reject").value,
-                                rebuild_pause=bool(p("rebuild_pause", True).value))
-        log = self.get_logger()
+        self.trigger_mode = cfg.decision_trigger
+        self.decide_on_request = cfg.decide_on_request
+        self.status_hz = cfg.status_hz
         try:
             catalogue = IntentCatalogue.from_file(intents_file)
             template = PromptTemplate.from_file(prompt_file)
@@ -103,9 +79,9 @@ class ReasoningNode(Node):
         self.duplicate_chunks = 0
         self._pending_request = False
         self._stopping = False
-        self.decision_pub = self.create_publisher(Decision, "decision", RELIABLE)
+        self.decision_pub = self.create_publisher(Decision, "decision", qos.DECISIONS)
         self.status_pub = self.create_publisher(CsrStatus, "csr_status", 10)
-        self.create_subscription(StateChunk, "state_chunks", self._on_chunk, CHUNK_QOS)
+        self.create_subscription(StateChunk, "state_chunks", self._on_chunk, qos.CHUNK_STREAM)
         self.create_subscription(String, "decision_request", self._on_request, 10)
         self.create_subscription(RouterStatus, "router_status", self._on_router_status, 10)
         self.create_timer(1.0 / self.status_hz, self._publish_status)
@@ -180,7 +156,7 @@ class ReasoningNode(Node):
         1/decision_hz) first triggers the periodic decision on the chunks before it, stamped with
         that due time; an event chunk then triggers one on the chunks up to and including it.
         """
-        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        stamp = stamp_to_sec(msg.header.stamp)
         last = self.reasoner.last_seq
         if last is not None and msg.seq <= last:
             # already in the state: the aggregator's history after a (warm) restart, or a duplicate;
@@ -214,7 +190,7 @@ class ReasoningNode(Node):
         decision = self.reasoner.decide(running=self.running_intent, interrupts=self.interrupt_depth)
         result = decision.result
         msg = Decision(decision_id=self.decision_id, intent=result.decision.intent,
-                       arguments=to_arguments(result.decision.arguments), trigger=trigger,
+                       arguments=dict_to_arguments(result.decision.arguments), trigger=trigger,
                        state_version=decision.state_version, prefix_tokens=decision.prefix_tokens,
                        last_chunk_seq=max(decision.last_chunk_seq, 0), ttft_ms=result.ttft_ms,
                        total_ms=decision.catchup_ms + result.total_ms, resource=decision.resource,
@@ -222,8 +198,7 @@ class ReasoningNode(Node):
         if stamp is None:
             msg.header.stamp = self.get_clock().now().to_msg()
         else:   # the logical time the decision belongs to (reproducible under replay)
-            msg.header.stamp.sec = int(math.floor(stamp))
-            msg.header.stamp.nanosec = min(int(round((stamp - math.floor(stamp)) * 1e9)), 999_999_999)
+            set_stamp(msg.header.stamp, stamp)
         self.decision_id += 1
         self.decision_pub.publish(msg)
 

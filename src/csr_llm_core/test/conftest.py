@@ -1,25 +1,4 @@
-# Every test run keeps DDS on loopback, in a domain of its own.
-from csr_llm_core.dds_env import localhost_dds_env
-
-localhost_dds_env()
-
-from pathlib import Path
-
 import pytest
-
-REPO = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(scope="session")
-def catalogue():
-    from csr_llm_core.catalogue import IntentCatalogue
-    return IntentCatalogue.from_file(REPO / "config" / "intents.yaml")
-
-
-@pytest.fixture(scope="session")
-def template():
-    from csr_llm_core.prompt import PromptTemplate
-    return PromptTemplate.from_file(REPO / "config" / "prompt.yaml")
 
 
 @pytest.fixture(scope="session")

@@ -1,58 +1,28 @@
 """Aggregator and reasoning nodes in separate processes over real Fast DDS, with the real model."""
 import math
-import os
-import signal
-import subprocess
-import sys
 import time
+from pathlib import Path
 
 import pytest
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from csr_llm_msgs.msg import CsrStatus, Decision, StateChunk
-from csr_llm_core.aggregator_node import CHUNK_QOS
-from csr_llm_core.spin import spinning
+from csr_llm_core.ros.qos import CHUNK_STREAM as CHUNK_QOS, DECISIONS as RELIABLE
+from csr_llm_core.ros.spin import spinning
+from csr_llm_core.ros.testing import start_node as start, stop_node as stop, wait_for
 
-RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-
-
-def start(module, *params):
-    args = [sys.executable, "-m", module, "--ros-args"]
-    for param in params:
-        args += ["-p", param]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
-
-
-def stop(process, timeout=30):
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-    try:
-        out, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        out, _ = process.communicate()
-    return process.returncode, out
-
-
-def wait_for(predicate, timeout, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return False
+CONFIG = Path(__file__).resolve().parents[3] / "config"
 
 
 @pytest.mark.slow
 def test_aggregator_and_reasoning_nodes_over_dds(tmp_path, catalogue):
     state_dir = tmp_path / "state"
-    reasoning_params = ["tau_mem:=1024", "n_ctx:=2048", "decision_hz:=2.0", "status_hz:=5.0",
+    reasoning_params = [f"intents_file:={CONFIG / 'intents.yaml'}", f"prompt_file:={CONFIG / 'prompt.yaml'}",
+                        "tau_mem:=1024", "n_ctx:=2048", "decision_hz:=2.0", "status_hz:=5.0",
                         f"archive_path:={tmp_path / 'archive.jsonl'}", f"state_dir:={state_dir}"]
-    aggregator = start("csr_llm_core.aggregator_node", "periods:=[0.5, 1.0, 1.0, 2.0, 0.5, 0.0]")
+    aggregator = start("csr_llm_core.aggregator_node", "joint_states.period:=0.5")
     reasoning = start("csr_llm_core.reasoning_node", *reasoning_params)
     chunks, decisions, statuses = [], [], []
     try:

@@ -301,8 +301,8 @@ def resolve_scenario_path(name_or_path: str) -> Path:
     p = Path(os.path.expanduser(str(name_or_path)))
     if p.suffix in (".yaml", ".yml") or p.is_file():
         return p
-    from csr_llm_core.paths import config_file   # plain module (no rclpy)
-    return config_file(f"scenarios/{name_or_path}.yaml")
+    from ..paths import config_dir
+    return config_dir() / "scenarios" / f"{name_or_path}.yaml"
 
 
 def load_scenario(name_or_path: str) -> Scenario:

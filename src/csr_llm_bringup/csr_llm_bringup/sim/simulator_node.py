@@ -27,7 +27,6 @@ import numpy as np
 import rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Twist, WrenchStamped
@@ -37,18 +36,19 @@ from sensor_msgs.msg import Imu, JointState, Range, Temperature
 from std_msgs.msg import Float64MultiArray, String
 
 from csr_llm_msgs.msg import Decision, MotorCommand
-from csr_llm_core.node_util import FaultLog, run_node
+from csr_llm_core.faults import FaultLog
+from csr_llm_core.ros import qos
+from csr_llm_core.ros.node import run_node
+from csr_llm_core.ros.stamps import stamp_to_sec
 
 from .lockstep import Lockstep, Pacer
 from .robot_model import DEFAULT_LIMITS, JOINTS
 from .scenario import ScenarioError, load_scenario
 from .simulator import Simulator
 
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-EVENTS_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
-                        durability=DurabilityPolicy.TRANSIENT_LOCAL)
-# rclpy's TimeSource subscribes /clock best effort, depth 1
-CLOCK_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST)
+RELIABLE = qos.COMMANDS
+EVENTS_QOS = qos.SCENARIO_EVENTS
+CLOCK_QOS = qos.CLOCK
 
 
 def _every(hz: float, dt: float) -> int:
@@ -114,7 +114,7 @@ class SimulatorNode(Node):
         self.sim = Simulator(limits=limits, scenario=scenario, timestep=timestep, base_max_linear=base_lin,
                              base_max_angular=base_ang, cmd_vel_timeout=cmd_timeout)
         dt = self.sim.dt
-        self.faults = FaultLog(self)
+        self.faults = FaultLog(self.get_logger().warning, counted_in="the run summary (input faults)")
         self.lockstep = Lockstep(lock_period, dt, lock_timeout)
         self.pacer = Pacer(self.rtf)
         self._every = {k: _every(v, dt) for k, v in rates.items()}
@@ -195,22 +195,22 @@ class SimulatorNode(Node):
     def _on_effort(self, msg: Float64MultiArray) -> None:
         data = msg.data
         if len(data) != len(JOINTS):
-            self.faults.report("effort_length", f"effort command with {len(data)} values, expected "
+            self.faults.record("effort_length", f"effort command with {len(data)} values, expected "
                                f"{len(JOINTS)} ({', '.join(self.joints)}): ignored, previous efforts kept")
             return
         arr, fault = self.sim.check_efforts(np.asarray(data, dtype=float)[self._cmd_index])
         if fault is not None:
-            self.faults.report(fault, f"effort command rejected ({fault}): ignored, previous efforts kept")
+            self.faults.record(fault, f"effort command rejected ({fault}): ignored, previous efforts kept")
             return
         self._pending_effort = arr   # reference swap: the physics thread picks it up next step
 
     def _on_cmd_vel(self, msg: Twist) -> None:
         fault = self.sim.set_cmd_vel(msg.linear.x, msg.angular.z)
         if fault is not None:
-            self.faults.report(fault, "cmd_vel with a non-finite value: ignored")
+            self.faults.record(fault, "cmd_vel with a non-finite value: ignored")
 
     def _on_motor_command(self, msg: MotorCommand) -> None:
-        self._command_stamp = max(self._command_stamp, msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+        self._command_stamp = max(self._command_stamp, stamp_to_sec(msg.header.stamp))
         self._command_event.set()
 
     def _wait_for_command(self, t: float) -> None:
@@ -228,7 +228,7 @@ class SimulatorNode(Node):
             self._command_event.clear()
 
     def _on_decision(self, msg: Decision) -> None:
-        self.lockstep.on_decision(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+        self.lockstep.on_decision(stamp_to_sec(msg.header.stamp))
 
     # ------------------------------------------------------------------ physics thread
     def _set_stamp(self) -> None:
@@ -413,7 +413,7 @@ class SimulatorNode(Node):
         self.get_logger().info(
             f"simulator stopped at t={self.sim.time:.3f} s sim; lockstep waits={lock.waits}, "
             f"timeouts={lock.timeouts}; control lockstep waits={self.control_waits}, "
-            f"timeouts={self.control_timeouts}; input faults={self.faults.count}")
+            f"timeouts={self.control_timeouts}; input faults={self.faults.total}")
         return super().destroy_node()
 
 

@@ -1,7 +1,7 @@
 """Spin rclpy nodes in a background thread and shut them down in the order rclpy needs.
 
 Order matters: executor.shutdown(), join the spin thread, destroy nodes, then rclpy.shutdown();
-otherwise the process can abort at exit (measured here, see DESIGN.md).
+otherwise the process can abort at exit (measured: the process aborted at exit otherwise).
 """
 from __future__ import annotations
 

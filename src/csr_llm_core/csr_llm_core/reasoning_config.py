@@ -1,0 +1,50 @@
+"""The reasoning node's parameters as one typed dataclass (plain module, no rclpy).
+
+The node declares every field as a ROS parameter with the default written here; parameter files
+hold only what differs. ``reasoner`` (ReasonerConfig) fields are declared under their own names.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .model import default_cache_dir
+from .paths import expand_path
+from .reasoner import ReasonerConfig
+
+DECISION_TRIGGERS = ("clock", "chunks")
+
+
+@dataclass
+class ReasoningNodeConfig:
+    reasoner: ReasonerConfig = field(default_factory=ReasonerConfig)
+    model_path: str = ""             # any GGUF; "" = the bundled Gemma 3 270M
+    n_ctx: int = 0                   # per context; 0 = 1.5 * tau_mem + 256
+    n_threads_primary: int = 1       # llama.cpp threads per context: never more than free cores
+    n_threads_secondary: int = 1
+    intents_file: str = ""           # required: the intent catalogue (config/intents.yaml)
+    prompt_file: str = ""            # required: the prompt layout (config/prompt.yaml)
+    archive_path: str = ""           # "" = <cache>/archive/csr_archive.jsonl
+    state_dir: str = ""              # saved KV + CSR state for warm restarts; "" = off
+    decision_hz: float = 2.0         # periodic decisions; event chunks decide at once
+    decision_trigger: str = "clock"  # clock: node clock; chunks: the chunk stream's stamps (replay)
+    decide_on_request: bool = True   # answer decision_request (the router after a level-1 miss)
+    status_hz: float = 2.0
+
+    def validated(self) -> "ReasoningNodeConfig":
+        if self.decision_trigger not in DECISION_TRIGGERS:
+            raise ValueError(f"decision_trigger must be one of {DECISION_TRIGGERS}, got {self.decision_trigger!r}")
+        if self.reasoner.mode not in ("asr", "sync"):
+            raise ValueError(f"mode must be 'asr' or 'sync', got {self.reasoner.mode!r}")
+        if self.status_hz <= 0 or self.decision_hz < 0:
+            raise ValueError("status_hz must be > 0 and decision_hz >= 0")
+        return self
+
+    @property
+    def context_size(self) -> int:
+        return self.n_ctx or int(self.reasoner.tau_mem * 1.5) + 256
+
+    @property
+    def archive_file(self) -> Path:
+        text = expand_path(self.archive_path)
+        return Path(text) if text else default_cache_dir() / "archive" / "csr_archive.jsonl"

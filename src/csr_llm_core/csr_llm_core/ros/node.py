@@ -1,0 +1,93 @@
+"""Run a node until Ctrl-C/SIGTERM and tear it down in the order rclpy needs.
+
+SIGINT/SIGTERM only set an event: the executor spins in its own thread and no signal ever raises
+inside a callback or inside rclpy's message conversion. On stop: ``before_stop`` (a lifecycle node
+deactivates: zero effort while the context is still valid), executor.shutdown(), join the spin
+thread, destroy the node (its last logs and saves), rclpy.shutdown(). rclpy's own handler would
+invalidate the context before destroy_node runs.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import Callable, List, Optional
+
+import rclpy
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
+
+# Bound on each teardown step, so a stuck callback cannot keep a stopped node alive forever.
+EXECUTOR_SHUTDOWN_S = 2.0
+SPIN_JOIN_S = 5.0
+
+
+def _single_threaded(_node: Node) -> Executor:
+    # rclpy's MultiThreadedExecutor spins a core at 100 % whenever a ready callback waits for its
+    # (mutually exclusive) group (measured: the simulator node starved the graph); our callbacks
+    # are short and long work runs in the nodes' own threads
+    return SingleThreadedExecutor()
+
+
+def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None, *,
+             executor_factory: Callable[[Node], Executor] = _single_threaded,
+             after_start: Optional[Callable[[Node], None]] = None,
+             before_stop: Optional[Callable[[Node], None]] = None) -> int:
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    node: Optional[Node] = None
+    executor: Optional[Executor] = None
+    thread: Optional[threading.Thread] = None
+    try:
+        node = node_factory()
+        executor = executor_factory(node)
+        executor.add_node(node)
+
+        def spin() -> None:
+            try:
+                executor.spin()
+            except ExternalShutdownException:
+                pass
+            finally:
+                stop.set()   # the context went away (or spin failed): end the process too
+
+        thread = threading.Thread(target=spin, name=f"{node.get_name()}-spin", daemon=True)
+        thread.start()
+        if after_start is not None:
+            after_start(node)
+        while not stop.wait(0.2):
+            pass
+    finally:
+        if node is not None and before_stop is not None and rclpy.ok():
+            try:
+                before_stop(node)
+            except Exception as exc:  # noqa: BLE001 - best effort on the way out, then tear down
+                print(f"{node.get_name()}: stop step failed: {exc}", file=sys.stderr)
+        if executor is not None:
+            executor.shutdown(timeout_sec=EXECUTOR_SHUTDOWN_S)
+        if thread is not None:
+            thread.join(timeout=SPIN_JOIN_S)
+        if node is not None:
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return 0
+
+
+def run_lifecycle_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None, *,
+                       executor_factory: Callable[[Node], Executor] = _single_threaded) -> int:
+    """run_node for a lifecycle node with ``maybe_autostart()`` and ``deactivate_if_active()``."""
+    return run_node(node_factory, args, executor_factory=executor_factory,
+                    after_start=lambda node: node.maybe_autostart(),
+                    before_stop=lambda node: node.deactivate_if_active())
+
+
+def stamp_or_now(node: Node, header=None) -> float:
+    """The header stamp in seconds, or the node clock (sim time when enabled) if the stamp is zero."""
+    from .stamps import is_zero, stamp_to_sec
+    if header is not None and not is_zero(header.stamp):
+        return stamp_to_sec(header.stamp)
+    return node.get_clock().now().nanoseconds * 1e-9

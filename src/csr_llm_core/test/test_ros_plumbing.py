@@ -1,0 +1,68 @@
+"""The shared ROS plumbing: stamp rounding, yaw, intent-argument conversion, fault log, paths."""
+import math
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from csr_llm_core.faults import FaultLog
+from csr_llm_core.paths import expand_path, required_file
+from csr_llm_core.ros.geometry import yaw_from_quaternion
+from csr_llm_core.ros.intent_args import arguments_to_dict, dict_to_arguments
+from csr_llm_core.ros.stamps import sec_to_stamp, set_stamp, stamp_to_sec
+
+
+@pytest.mark.parametrize("seconds, sec, nanosec", [
+    (1.9999999996, 2, 0),            # rounds up across the second boundary, never to 1 s
+    (1.9999999994, 1, 999_999_999),
+    (0.0, 0, 0),
+    (12.5, 12, 500_000_000),
+    (1e9 + 0.25, 1_000_000_000, 250_000_000),
+])
+def test_seconds_to_stamp_at_the_second_boundary(seconds, sec, nanosec):
+    stamp = sec_to_stamp(seconds)
+    assert (stamp.sec, stamp.nanosec) == (sec, nanosec)
+    target = SimpleNamespace(sec=-1, nanosec=-1)
+    set_stamp(target, seconds)
+    assert (target.sec, target.nanosec) == (sec, nanosec)
+    assert abs(stamp_to_sec(stamp) - seconds) <= 1e-9 * max(1.0, seconds) + 1e-9
+
+
+def test_yaw_from_quaternion():
+    for yaw in (-3.0, -1.0, 0.0, 0.5, 3.0):
+        q = SimpleNamespace(x=0.0, y=0.0, z=math.sin(yaw / 2), w=math.cos(yaw / 2))
+        assert yaw_from_quaternion(q) == pytest.approx(yaw)
+
+
+def test_intent_arguments_round_trip_and_unknown_types():
+    values = {"zone": "warehouse", "speed": 0.3, "count": 2, "fast": False}
+    msgs = dict_to_arguments(values)
+    assert arguments_to_dict(msgs) == values
+    msgs[0].type = 42   # unknown wire type decodes to None, which the catalogue refuses
+    assert arguments_to_dict(msgs)["zone"] is None
+    with pytest.raises(TypeError):
+        dict_to_arguments({"x": [1, 2]})
+
+
+def test_fault_log_reports_each_kind_once_and_bounds_details():
+    lines = []
+    log = FaultLog(lines.append, texts={"imu_invalid": "imu rejected"}, counted_in="router_status.input_faults")
+    assert log.record("imu_invalid", "nan") is True
+    assert log.record("imu_invalid", "nan") is False
+    log.record("other", "y" * 10_000)
+    assert log.counts == {"imu_invalid": 2, "other": 1} and log.total == 3
+    assert len(lines) == 2 and "imu rejected" in lines[0] and "router_status.input_faults" in lines[0]
+    assert len(lines[1]) < 400
+
+
+def test_path_parameters_expand_home_and_variables(tmp_path, monkeypatch):
+    monkeypatch.setenv("CSR_TEST_DIR", str(tmp_path))
+    assert expand_path("~/x") == os.path.join(os.path.expanduser("~"), "x")
+    assert expand_path("$CSR_TEST_DIR/state") == f"{tmp_path}/state"
+    assert expand_path("") == ""
+    (tmp_path / "intents.yaml").write_text("intents: {}")
+    assert required_file("$CSR_TEST_DIR/intents.yaml", "intents_file") == tmp_path / "intents.yaml"
+    with pytest.raises(ValueError, match="intents_file is not set"):
+        required_file("", "intents_file")
+    with pytest.raises(ValueError, match="no such file"):
+        required_file(tmp_path / "missing.yaml", "intents_file")
