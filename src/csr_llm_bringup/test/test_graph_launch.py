@@ -103,7 +103,11 @@ def test_profile_parameters_merge_files_then_inline_then_overrides():
     profile = load_profile("sim", {"reasoning": {"tau_mem": 1234}})
     reasoning = profile.node("reasoning")
     assert reasoning.parameters["tau_mem"] == 1234                   # override beats inline 2048
-    assert reasoning.parameters["evict_ratio"] == 0.5                # from config/reasoning.yaml
+    assert reasoning.parameters["rebuild_batch"] == 32               # from config/reasoning.yaml
+    assert reasoning.parameters["rebuild_pause"] is False            # inline in the profile
+    # *_file parameters name files next to the profile, resolved to absolute paths
+    assert reasoning.parameters["intents_file"] == str(profile.path.parent / "intents.yaml")
+    assert "evict_ratio" not in reasoning.parameters                 # the code default applies
     router = profile.node("action_router")
     assert router.lifecycle and router.parameters["autostart"] is True
     assert router.parameters["gains"]["arm_elbow"]["p"] > 0          # nested control_toolbox gains kept

@@ -66,3 +66,46 @@ def test_path_parameters_expand_home_and_variables(tmp_path, monkeypatch):
         required_file("", "intents_file")
     with pytest.raises(ValueError, match="no such file"):
         required_file(tmp_path / "missing.yaml", "intents_file")
+
+
+def test_robot_description_file_matches_the_code_defaults(config_dir):
+    from csr_llm_core.robot_description import RobotDescriptionError, load_robot_description, \
+        robot_description_from_mapping
+    description = load_robot_description(config_dir / "robot_description.yaml")
+    assert description.joint_names[-1] == "gripper" and len(description.joints) == 5
+    limits = description.limits()
+    assert all(lo < hi for lo, hi in zip(limits["position_min"], limits["position_max"]))
+    assert description.gain_parameters()["gains.arm_elbow.antiwindup_strategy"] == "conditional_integration"
+    with pytest.raises(RobotDescriptionError, match="position_min < position_max"):
+        robot_description_from_mapping({"joints": {"j": {"position_min": 1, "position_max": 0, "velocity_max": 1,
+                                                         "effort_max": 1}}})
+    with pytest.raises(RobotDescriptionError, match="needs numeric"):
+        robot_description_from_mapping({"joints": {"j": {"position_min": 0}}})
+
+
+def test_a_node_declares_its_parameters_from_a_dataclass():
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    from csr_llm_core.reasoning_config import ReasoningNodeConfig
+    from csr_llm_core.ros.params import declare_dataclass, parameter_values
+
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        node = Node("config_probe", context=context, parameter_overrides=[
+            Parameter("tau_mem", value=1024), Parameter("decision_hz", value=4),   # an int for a float
+            Parameter("state_dir", value="~/csr_state")])
+        cfg = declare_dataclass(node, ReasoningNodeConfig())
+        assert cfg.reasoner.tau_mem == 1024 and cfg.decision_hz == 4.0 and isinstance(cfg.decision_hz, float)
+        assert cfg.reasoner.mode == "asr" and cfg.status_hz == 2.0              # code defaults
+        assert parameter_values(node)["tau_mem"] == 1024 and "use_sim_time" not in parameter_values(node)
+        bad = Node("config_probe_bad", context=context, parameter_overrides=[Parameter("tau_mem", value="big")])
+        with pytest.raises(ValueError, match="tau_mem"):
+            declare_dataclass(bad, ReasoningNodeConfig())
+        node.destroy_node()
+        bad.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)

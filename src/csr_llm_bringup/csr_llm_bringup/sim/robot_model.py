@@ -46,16 +46,21 @@ import copy
 import math
 from typing import Dict, List, Optional, Sequence
 
+from csr_llm_core.robot_description import LIMIT_KEYS
+
 JOINTS: List[str] = ["arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper"]
 WHEELS: List[str] = ["wheel_left", "wheel_right"]
 
-# Defaults from config/action_router.yaml (the router that drives this robot).
-DEFAULT_LIMITS: Dict[str, List[float]] = {
-    "position_min": [-3.0, -2.0, -2.6, -3.0, 0.0],
-    "position_max": [3.0, 2.0, 2.6, 3.0, 0.08],
-    "velocity_max": [1.5, 1.5, 2.0, 2.5, 0.2],
-    "effort_max": [40.0, 60.0, 35.0, 15.0, 25.0],
-}
+def default_limits() -> Dict[str, List[float]]:
+    """Joint limits (JOINTS order) from config/robot_description.yaml, the file the router reads too."""
+    from csr_llm_core.robot_description import load_robot_description
+
+    from ..paths import config_dir
+    description = load_robot_description(config_dir() / "robot_description.yaml")
+    limits = description.limits()
+    names = description.joint_names
+    return {key: [values[names.index(j)] for j in JOINTS] for key, values in limits.items()}
+
 
 # End pose of the router's approach_handle sub-task (config/router_subtasks.yaml): the door handle
 # is placed at the grip centre in this pose.
@@ -123,7 +128,7 @@ def build_mjcf(limits: Optional[Dict[str, Sequence[float]]] = None, world: Optio
                handle_pos: Sequence[float] = (0.72, 0.18, 0.67), handle_yaw: float = 0.0,
                timestep: float = 0.001) -> str:
     """The MJCF text. ``handle_pos``/``handle_yaw``: world pose of the handle bar's centre."""
-    lim = {k: list(v) for k, v in DEFAULT_LIMITS.items()}
+    lim = default_limits() if not limits or set(limits) != set(LIMIT_KEYS) else {}
     for k, v in (limits or {}).items():
         lim[k] = list(v)
     w = world_config(world)

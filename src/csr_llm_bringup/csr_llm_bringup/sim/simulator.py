@@ -24,8 +24,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import mujoco
 import numpy as np
 
-from .robot_model import (APPROACH_HANDLE_POSE, DEFAULT_LIMITS, JOINTS, OBJECT_HALF, OBJECT_OFFSET, PARKED_OBJECT,
-                          REACH_SHELF_POSE, SHELF_HALF, SHELF_OFFSET, WHEELS, build_mjcf, world_config)
+from .robot_model import (APPROACH_HANDLE_POSE, JOINTS, OBJECT_HALF, OBJECT_OFFSET, PARKED_OBJECT,
+                          REACH_SHELF_POSE, SHELF_HALF, SHELF_OFFSET, WHEELS, build_mjcf, default_limits,
+                          world_config)
 from .thermal import ThermalModel
 
 GRAVITY = 9.81
@@ -44,7 +45,7 @@ class Simulator:
                  scenario=None, timestep: float = 0.001, base_max_linear: float = 0.5,
                  base_max_angular: float = 1.0, cmd_vel_timeout: float = 0.5, thermal: Optional[dict] = None,
                  velocity_limit: bool = True):
-        lim = {k: list(v) for k, v in DEFAULT_LIMITS.items()}
+        lim = default_limits()
         for k, v in (limits or {}).items():
             lim[k] = [float(x) for x in v]
         for k, v in lim.items():

@@ -38,12 +38,17 @@ from std_msgs.msg import Float64MultiArray, String
 from csr_llm_msgs.msg import Decision, MotorCommand
 from csr_llm_core.faults import FaultLog
 from csr_llm_core.ros import qos
+from csr_llm_core.paths import expand_path
+from csr_llm_core.robot_description import load_robot_description
 from csr_llm_core.ros.node import run_node
+from csr_llm_core.ros.params import declare_dataclass
 from csr_llm_core.ros.stamps import stamp_to_sec
 
+from ..paths import config_dir
 from .lockstep import Lockstep, Pacer
-from .robot_model import DEFAULT_LIMITS, JOINTS
+from .robot_model import JOINTS
 from .scenario import ScenarioError, load_scenario
+from .sim_config import SimulatorConfig
 from .simulator import Simulator
 
 RELIABLE = qos.COMMANDS
@@ -63,43 +68,40 @@ class SimulatorNode(Node):
             # this node is the clock: following its own /clock would only add a 1 kHz callback
             self.set_parameters([Parameter("use_sim_time", Parameter.Type.BOOL, False)])
             self.get_logger().info("use_sim_time ignored: the simulator publishes /clock and stamps with sim time")
-        P = self.declare_parameter
-        scenario_name = str(P("scenario", "default").value)
-        self.rtf = float(P("real_time_factor", 1.0).value)
-        timestep = float(P("timestep", 0.001).value)
-        rates = {k: float(P(k, v).value) for k, v in (
-            ("joint_state_hz", 1000.0), ("imu_hz", 100.0), ("odom_hz", 100.0), ("wrench_hz", 100.0),
-            ("temperature_hz", 2.0), ("proximity_hz", 10.0), ("zone_hz", 10.0), ("truth_hz", 10.0))}
-        clock_period = float(P("clock_period", 0.001).value)
-        lock_period = float(P("lockstep_decision_period", 0.0).value)
-        lock_timeout = float(P("lockstep_timeout", 30.0).value)
-        controller = str(P("controller_name", "arm_controller").value).strip("/") or "arm_controller"
-        joints = list(P("joints", list(JOINTS)).value)
-        limits = {k: [float(x) for x in P(k, list(v)).value] for k, v in DEFAULT_LIMITS.items()}
-        base_lin = float(P("base_max_linear", 0.5).value)
-        base_ang = float(P("base_max_angular", 1.0).value)
-        cmd_timeout = float(P("cmd_vel_timeout", 0.5).value)
-        self.publish_wheels = bool(P("publish_wheels", True).value)
-        self.max_range = float(P("proximity_max_range", 5.0).value)
-        self.base_frame = str(P("base_frame", "base_link").value)
-        self.odom_frame = str(P("odom_frame", "odom").value)
-        # end the process (exit 0) once the scenario's duration of sim time has run: a run or test
-        # that should last exactly one scenario (the runner's `ends_run` nodes end the whole run)
-        self.exit_at_end = bool(P("exit_at_end", False).value)
-        # > 0: after each joint_states publication wait (up to this many wall seconds) for the
-        # controller's MotorCommand stamped at that sim time, so the controller never falls behind
-        # and every tick sees the same state in every run (reproducible runs and golden bags)
-        self.control_lockstep_timeout = float(P("control_lockstep_timeout", 0.0).value)
-        # hold t=0 until this many subscribers listen to joint_states (controller, aggregator,
-        # recorder...), so no node misses the start of the run; up to start_timeout wall seconds
-        self.wait_for_subscribers = int(P("wait_for_subscribers", 0).value)
-        self.start_timeout = float(P("start_timeout", 60.0).value)
+        try:
+            cfg = declare_dataclass(self, SimulatorConfig())
+            description = load_robot_description(
+                expand_path(cfg.robot_description_file) or config_dir() / "robot_description.yaml")
+        except ValueError as err:
+            self.get_logger().fatal(f"cannot start: {err}")
+            raise SystemExit(2) from err
+        scenario_name = cfg.scenario
+        self.rtf = cfg.real_time_factor
+        timestep = cfg.timestep
+        rates = cfg.rates()
+        clock_period = cfg.clock_period
+        lock_period = cfg.lockstep_decision_period
+        lock_timeout = cfg.lockstep_timeout
+        controller = description.controller_name.strip("/") or "arm_controller"
+        joints = description.joint_names
+        limits = description.limits()
+        base_lin, base_ang = description.base_max_linear, description.base_max_angular
+        cmd_timeout = cfg.cmd_vel_timeout
+        self.publish_wheels = cfg.publish_wheels
+        self.max_range = cfg.proximity_max_range
+        self.base_frame = cfg.base_frame
+        self.odom_frame = cfg.odom_frame
+        self.exit_at_end = cfg.exit_at_end
+        self.control_lockstep_timeout = cfg.control_lockstep_timeout
+        self.wait_for_subscribers = cfg.wait_for_subscribers
+        self.start_timeout = cfg.start_timeout
         self._command_stamp = -1.0
         self._command_event = threading.Event()
         self.control_waits = self.control_timeouts = 0
 
         if sorted(joints) != sorted(JOINTS):
-            raise ValueError(f"parameter joints must list {JOINTS} (any order), got {joints}")
+            raise ValueError(f"the robot description must list the simulated joints {JOINTS} (any order), "
+                             f"got {joints}")
         # limits are given in the order of `joints`; the simulator wants JOINTS order
         self._cmd_index = np.array([joints.index(j) for j in JOINTS])
         limits = {k: [v[joints.index(j)] for j in JOINTS] if len(v) == len(JOINTS) else v
