@@ -20,7 +20,7 @@ MSG_FILES := src/msgs/CMakeLists.txt src/msgs/package.xml $(wildcard src/msgs/ms
 PROFILE ?= sim
 DURATION ?=
 
-.PHONY: setup test run clean-venv
+.PHONY: setup test test-fast lint run clean-venv
 
 setup: $(STAMPS)/model
 	@echo "[setup] environment ready in $(VENV)"
@@ -55,8 +55,18 @@ $(STAMPS)/model: $(STAMPS)/packages
 	$(PY) -m csr_llm_core.model --ensure
 	@touch $@
 
-test: setup
+test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Plain-module tests only (no DDS, no model inference): under a minute.
+test-fast: setup
+	$(PY) -m pytest -m "not slow and not dds" -q $(PYTEST_ARGS)
+
+# ruff on every Python file; mypy on the plain modules (tools/plain_modules.py: those that import
+# rclpy neither directly nor through another of our modules).
+lint: setup
+	$(VENV_ABS)/bin/ruff check src tools conftest.py
+	$(VENV_ABS)/bin/mypy $$($(PY) tools/plain_modules.py)
 
 # The whole suite on the simulated robot until Ctrl-C, or for DURATION wall-clock seconds; report,
 # plots, summary.json and the MCAP bag land in build/runs/latest/.

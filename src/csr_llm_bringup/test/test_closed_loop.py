@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
+
 
 @pytest.mark.slow
 def test_closed_loop_scenario_grip_interrupt_resume_slip_within_limits(tmp_path):

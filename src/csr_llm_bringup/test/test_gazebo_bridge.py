@@ -8,6 +8,9 @@ from action_router.router_node import RouterNode
 from csr_llm_core.aggregator_node import AggregatorNode
 from csr_llm_bringup.paths import config_dir
 from csr_llm_core.ros.spin import spinning
+import pytest
+
+pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
 
 CLOCK = ("/clock", "rosgraph_msgs/msg/Clock")   # consumed by every node through use_sim_time
 

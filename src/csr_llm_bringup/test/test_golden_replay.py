@@ -10,6 +10,8 @@ import yaml
 
 from csr_llm_bringup.paths import config_dir
 
+pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
+
 GOLDEN = Path(__file__).with_name("golden_sim")
 
 

@@ -14,6 +14,9 @@ from csr_llm_msgs.msg import (CsrStatus, Decision, IntentArgument, MotorCommand,
                               StateChunk)
 from csr_llm_core.ros_conversions import message_to_dict
 from csr_llm_core.ros.spin import spinning
+import pytest
+
+pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
 
 LISTENER = Path(__file__).with_name("msg_listener.py")
 

@@ -15,7 +15,8 @@ from csr_llm_bringup.player import BagPlayer
 
 FOREIGN = Path("/work/shared/data/foreign_bags")
 RELIABLE = QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-pytestmark = pytest.mark.skipif(not FOREIGN.is_dir(), reason="shared foreign bags not present")
+pytestmark = [pytest.mark.skipif(not FOREIGN.is_dir(), reason="shared foreign bags not present"),
+              pytest.mark.dds]   # real nodes over Fast DDS (loopback)
 
 
 def play(folder, subscriptions, rate=0.0):

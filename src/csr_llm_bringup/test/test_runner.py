@@ -11,6 +11,8 @@ import pytest
 
 from csr_llm_bringup.paths import config_dir
 
+pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
+
 
 def write_profile(path: Path, aggregator_params: str = "") -> Path:
     cfg = config_dir()

@@ -17,6 +17,9 @@ from std_msgs.msg import Float64MultiArray, String
 from csr_llm_msgs.msg import Decision
 from csr_llm_core.ros.spin import spinning
 from csr_llm_core.ros.testing import wait_for
+import pytest
+
+pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 BEST_EFFORT = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)

@@ -7,6 +7,8 @@ from csr_llm_core.prompt import chunk_line
 
 from csr_llm_core.synthetic import chunk_text
 
+pytestmark = pytest.mark.slow   # real inference with the bundled model
+
 
 def build_prefix(engine, template, catalogue, target_tokens):
     """Head + chunks appended one by one (the CSR path); returns the token list."""

@@ -13,6 +13,8 @@ from csr_llm_core.ros.qos import CHUNK_STREAM as CHUNK_QOS, DECISIONS as RELIABL
 from csr_llm_core.ros.spin import spinning
 from csr_llm_core.ros.testing import start_node as start, stop_node as stop, wait_for
 
+pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
+
 CONFIG = Path(__file__).resolve().parents[3] / "config"
 
 

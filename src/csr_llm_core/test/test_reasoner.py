@@ -9,6 +9,8 @@ from csr_llm_core.engine import LlamaEngine, StateFileError
 from csr_llm_core.reasoner import Reasoner, ReasonerConfig
 from csr_llm_core.synthetic import chunk_text
 
+pytestmark = pytest.mark.slow   # real inference with the bundled model
+
 
 def make(engines, catalogue, template, tmp_path, mode="asr", **config):
     settings = dict(tau_mem=1024, evict_ratio=0.5, n_catchup=48, mode=mode)

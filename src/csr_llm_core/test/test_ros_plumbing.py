@@ -83,6 +83,7 @@ def test_robot_description_file_matches_the_code_defaults(config_dir):
         robot_description_from_mapping({"joints": {"j": {"position_min": 0}}})
 
 
+@pytest.mark.dds
 def test_a_node_declares_its_parameters_from_a_dataclass():
     import rclpy
     from rclpy.context import Context
