@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple, cast
 
 import numpy as np
 from rosbags.highlevel import AnyReader
@@ -37,7 +37,7 @@ class RunOutputs:
     decisions: List[DecisionRecord] = field(default_factory=list)
     motor_t: List[float] = field(default_factory=list)
     motor_names: List[str] = field(default_factory=list)
-    motor_effort: List[Sequence[float]] = field(default_factory=list)
+    motor_effort: List[np.ndarray] = field(default_factory=list)
     chunks: Dict[int, str] = field(default_factory=dict)
 
 
@@ -54,7 +54,8 @@ def read_outputs(bag: Path) -> RunOutputs:
     with AnyReader([Path(bag)], default_typestore=typestore()) as reader:
         conns = [c for c in reader.connections if c.topic in (DECISION_TOPIC, MOTOR_TOPIC, CHUNK_TOPIC)]
         for conn, _t, raw in reader.messages(connections=conns):
-            msg = reader.deserialize(raw, conn.msgtype)
+            # rosbags types the message as `object`; its fields depend on conn.msgtype
+            msg = cast(Any, reader.deserialize(raw, conn.msgtype))
             if conn.topic == DECISION_TOPIC:
                 out.decisions.append(DecisionRecord(_stamp(msg.header), msg.intent,
                                                     tuple(_argument_value(a) for a in msg.arguments),
@@ -62,7 +63,7 @@ def read_outputs(bag: Path) -> RunOutputs:
             elif conn.topic == MOTOR_TOPIC:
                 out.motor_names = list(msg.joint_names)
                 out.motor_t.append(_stamp(msg.header))
-                out.motor_effort.append(np.asarray(msg.effort, dtype=float))
+                out.motor_effort.append(np.asarray(msg.effort, dtype=np.float64))
             elif msg.kind != 2:   # watermarks carry no text
                 out.chunks[msg.seq] = msg.text
     return out
@@ -117,6 +118,7 @@ def compare(golden: RunOutputs, replay: RunOutputs, tolerances: Mapping[str, flo
         ok = False
         i, g, r = first
         ref = g or r
+        assert ref is not None   # i < n: at least one run has decision #i
         chunk = golden.chunks.get(ref.last_chunk_seq, replay.chunks.get(ref.last_chunk_seq, "(not recorded)"))
         lines += [f"decisions: FIRST DIVERGENCE at decision #{i}, sim time {ref.t:.3f} s, "
                   f"state version {ref.state_version}",
@@ -144,7 +146,8 @@ def compare(golden: RunOutputs, replay: RunOutputs, tolerances: Mapping[str, flo
             tol = float(tolerances.get(name, default_tolerance))
             over = np.nonzero(diff[:, j] > tol)[0]
             worst = float(diff[:, j].max()) if len(diff) else 0.0
-            status = "ok" if not len(over) else f"EXCEEDED first at {grid[over[0]]:.3f} s ({len(over)} of {len(grid)} samples)"
+            status = ("ok" if not len(over)
+                      else f"EXCEEDED first at {grid[over[0]]:.3f} s ({len(over)} of {len(grid)} samples)")
             if check_motor:
                 ok &= not len(over)
             rows.append(f"  {name:>18}: max |diff| {worst:8.3f} (tolerance {tol:g}) {status}")

@@ -68,7 +68,8 @@ class BagPlayer:
                 continue
             cls = import_message_class(report.topics[topic].msgtype)
             if cls is None:
-                self.result.skipped[topic] = f"type {report.topics[topic].msgtype} is not available in this ROS environment"
+                self.result.skipped[topic] = (f"type {report.topics[topic].msgtype} "
+                                              "is not available in this ROS environment")
                 continue
             self.classes[topic] = cls
             self.publishers[topic] = node.create_publisher(cls, topic, RELIABLE)

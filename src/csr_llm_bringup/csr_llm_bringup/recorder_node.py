@@ -117,7 +117,8 @@ class RecorderNode(Node):
         csr = self.stats.csr_last
         return (f"sim {s['sim_seconds']:7.1f} s | decisions {s['decisions']} ({s['decisions_per_s']:.2f}/s) "
                 f"TTFT {ttft} ms | prefix {int(csr.get('prefix_tokens', 0))} tok k={int(csr.get('state_version', 0))} "
-                f"| router hit {100 * s['router_hit_rate']:.0f}% loop {self.stats.loop_hz[-1] if self.stats.loop_hz else 0:.0f} Hz "
+                f"| router hit {100 * s['router_hit_rate']:.0f}% "
+                f"loop {self.stats.loop_hz[-1] if self.stats.loop_hz else 0:.0f} Hz "
                 f"| limit violations {s['limit_violations']}")
 
     def _status_loop(self) -> None:

@@ -8,7 +8,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -23,7 +23,7 @@ class RunStats:
     evictions: List[float] = field(default_factory=list)
     swaps: List[float] = field(default_factory=list)
     csr_last: Dict[str, float] = field(default_factory=dict)
-    router_last: Dict[str, float] = field(default_factory=dict)
+    router_last: Dict[str, Union[float, str]] = field(default_factory=dict)
     loop_hz: List[float] = field(default_factory=list)
     router_tick_us: List[float] = field(default_factory=list)
     limit_violations: int = 0
@@ -63,7 +63,7 @@ class RunStats:
         if interrupt_depth > self._depth:
             self.interrupts += interrupt_depth - self._depth
             if self._depth == 0:
-                self._intent_before_interrupt = self.router_last.get("active_intent", "")
+                self._intent_before_interrupt = str(self.router_last.get("active_intent", ""))
                 self._waiting_resume = bool(self._intent_before_interrupt)
         if interrupt_depth == 0 and self._waiting_resume and active_intent == self._intent_before_interrupt:
             self.resumed += 1
@@ -105,7 +105,8 @@ class RunStats:
 
     # --- outputs ---------------------------------------------------------------------------
     def summary(self) -> dict:
-        sim_seconds = 0.0 if self.first_time is None else self.last_time - self.first_time
+        sim_seconds = (0.0 if self.first_time is None or self.last_time is None
+                       else self.last_time - self.first_time)
         ttfts = np.array([d[1] for d in self.decisions]) if self.decisions else np.array([0.0])
         return {
             "sim_seconds": round(sim_seconds, 3),

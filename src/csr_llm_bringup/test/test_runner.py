@@ -66,7 +66,7 @@ def wait_started(process, lines, names, timeout=60):
         if not line:
             break
         lines.append(line)
-        if all(any(f"[{n}]" in l and ("aggregating" in l or "recording" in l) for l in lines) for n in names):
+        if all(any(f"[{n}]" in ln and ("aggregating" in ln or "recording" in ln) for ln in lines) for n in names):
             return True
     return False
 

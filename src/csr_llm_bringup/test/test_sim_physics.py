@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from csr_llm_bringup.sim.robot_model import APPROACH_HANDLE_POSE, JOINTS, REACH_SHELF_POSE
+from csr_llm_bringup.sim.robot_model import APPROACH_HANDLE_POSE, JOINTS
 from csr_llm_bringup.sim.simulator import Simulator
 from csr_llm_bringup.sim.thermal import ThermalModel
 

@@ -153,8 +153,8 @@ class IntentCatalogue:
         spec = self.intents[intent]
         unknown = [name for name in arguments if name not in {a.name for a in spec.arguments}]
         if unknown:
-            raise DecisionError("unknown_argument",
-                                f"intent {intent}: unknown argument(s) {[_short(n) for n in sorted(map(str, unknown))]}")
+            names = [_short(n) for n in sorted(map(str, unknown))]
+            raise DecisionError("unknown_argument", f"intent {intent}: unknown argument(s) {names}")
         values = {}
         for arg in spec.arguments:
             if arg.name not in arguments:

@@ -13,7 +13,7 @@ import json
 import math
 import threading
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Deque, Iterable, List, Optional, Sequence, Tuple, Union
 

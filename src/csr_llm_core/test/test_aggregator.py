@@ -30,7 +30,8 @@ def test_a_1khz_topic_yields_one_summary_per_period_and_only_on_change():
             chunks.append(chunk)
     assert [round(c.stamp, 3) for c in chunks] == [0.0, 1.0, 2.0]   # then nothing changes
     assert all(c.kind == KIND_CONTINUOUS for c in chunks)
-    assert chunks[1].text == "[1.00s] joint_states: joints[rad] arm_shoulder_pan=0.30 arm_elbow=0.00; max speed 0.30 rad/s"
+    assert chunks[1].text == ("[1.00s] joint_states: joints[rad] arm_shoulder_pan=0.30 arm_elbow=0.00; "
+                              "max speed 0.30 rad/s")
     assert [c.seq for c in chunks] == [0, 1, 2]
 
 

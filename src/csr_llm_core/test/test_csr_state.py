@@ -5,7 +5,8 @@ from csr_llm_core.csr_state import CachedState, Chunk, ChunkArchive, ChunkReject
 
 
 def chunk(seq, n_tokens, text=None):
-    return Chunk(seq, "/joint_states", KIND_CONTINUOUS, text or f"state {seq}", tuple(range(seq, seq + n_tokens)), seq * 0.1)
+    return Chunk(seq, "/joint_states", KIND_CONTINUOUS, text or f"state {seq}", tuple(range(seq, seq + n_tokens)),
+                 seq * 0.1)
 
 
 def test_archive_plus_live_is_every_chunk_in_order_across_evictions(tmp_path):

@@ -82,7 +82,7 @@ def test_intents_are_decided_at_their_first_token(vocab, catalogue):
         first = tok(name)[0]
         logits = np.zeros(n_vocab, dtype=np.float32)
         logits[first] = 10.0
-        run = drive(grammar, lambda _: logits)
+        run = drive(grammar, lambda _, logits=logits: logits)
         assert run.result.intent == name and len(run.chosen) == 1
 
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from csr_llm_core.robot_description import LIMIT_KEYS
 
@@ -124,7 +124,7 @@ def _f(v: Sequence[float]) -> str:
     return " ".join(f"{float(x):.6g}" for x in v)
 
 
-def build_mjcf(limits: Optional[Dict[str, Sequence[float]]] = None, world: Optional[dict] = None,
+def build_mjcf(limits: Optional[Mapping[str, Sequence[float]]] = None, world: Optional[dict] = None,
                handle_pos: Sequence[float] = (0.72, 0.18, 0.67), handle_yaw: float = 0.0,
                timestep: float = 0.001) -> str:
     """The MJCF text. ``handle_pos``/``handle_yaw``: world pose of the handle bar's centre."""
@@ -142,13 +142,16 @@ def build_mjcf(limits: Optional[Dict[str, Sequence[float]]] = None, world: Optio
     off = float(w["door_hinge_offset"])
     panel_dx = 0.04
     hinge = (hx + c * panel_dx + s * off, hy + s * panel_dx - c * off, 0.0)
-    # handle position in the door (hinge) frame, which has the handle's yaw
-    h_local = (-panel_dx, off, hz)
     patches = "\n".join(
         f'    <geom name="slip_patch_{i}" type="box" contype="0" conaffinity="0" rgba="0.5 0.7 1 0.5" '
         f'pos="{_f([(p["box"][0] + p["box"][1]) / 2, (p["box"][2] + p["box"][3]) / 2, 0.001])}" '
         f'size="{_f([(p["box"][1] - p["box"][0]) / 2, (p["box"][3] - p["box"][2]) / 2, 0.001])}"/>'
         for i, p in enumerate(w["slip_patches"]))
+    # the fixed finger's capsule: x ends and height in the hand frame
+    finger_x0, finger_x1 = f"{GRIP_OFFSET - FINGER_HALF[0]:.6g}", f"{GRIP_OFFSET + FINGER_HALF[0]:.6g}"
+    finger_z = f"{FINGER_INNER - FINGER_HALF[2]:.6g}"
+    motors = "\n".join(f'    <motor name="{j}" joint="{j}" ctrlrange="{-emax[i]:.6g} {emax[i]:.6g}"/>'
+                       for i, j in enumerate(JOINTS))
     ps = w["person_start"]
     sh = w["shelf_default"]
     return f"""<mujoco model="csr_llm_mobile_manipulator">
@@ -171,31 +174,44 @@ def build_mjcf(limits: Optional[Dict[str, Sequence[float]]] = None, world: Optio
       <joint name="base_x" type="slide" axis="1 0 0"/>
       <joint name="base_y" type="slide" axis="0 1 0"/>
       <joint name="base_yaw" type="hinge" axis="0 0 1"/>
-      <geom name="chassis" type="box" pos="0 0 0.15" size="0.25 0.20 0.10" mass="{float(w['base_mass']):.6g}" rgba="0.3 0.3 0.35 1"/>
-      <geom name="wheel_left_geom" type="cylinder" pos="0 {track / 2:.6g} {r:.6g}" zaxis="0 1 0" size="{r:.6g} 0.02" rgba="0.1 0.1 0.1 1"/>
-      <geom name="wheel_right_geom" type="cylinder" pos="0 {-track / 2:.6g} {r:.6g}" zaxis="0 1 0" size="{r:.6g} 0.02" rgba="0.1 0.1 0.1 1"/>
+      <geom name="chassis" type="box" pos="0 0 0.15" size="0.25 0.20 0.10" mass="{float(w['base_mass']):.6g}"
+            rgba="0.3 0.3 0.35 1"/>
+      <geom name="wheel_left_geom" type="cylinder" pos="0 {track / 2:.6g} {r:.6g}" zaxis="0 1 0" size="{r:.6g} 0.02"
+            rgba="0.1 0.1 0.1 1"/>
+      <geom name="wheel_right_geom" type="cylinder" pos="0 {-track / 2:.6g} {r:.6g}" zaxis="0 1 0" size="{r:.6g} 0.02"
+            rgba="0.1 0.1 0.1 1"/>
       <site name="imu" pos="0 0 0.15" size="0.01"/>
       <body name="shoulder" pos="{_f(SHOULDER)}">
         <joint name="arm_shoulder_pan" type="hinge" axis="0 0 1" range="{lo[0]} {hi[0]}" damping="0.8" armature="0.08"/>
         <geom type="cylinder" size="0.05 0.03" mass="0.5" rgba="0.2 0.4 0.8 1"/>
         <body name="upper_arm" pos="0 0 0.04">
-          <joint name="arm_shoulder_lift" type="hinge" axis="0 1 0" range="{lo[1]} {hi[1]}" damping="1.0" armature="0.08"/>
+          <joint name="arm_shoulder_lift" type="hinge" axis="0 1 0" range="{lo[1]} {hi[1]}" damping="1.0"
+                 armature="0.08"/>
           <geom type="capsule" fromto="0 0 0 0 0 {UPPER_ARM}" size="0.03" mass="0.6" rgba="0.2 0.4 0.8 1"/>
           <body name="forearm" pos="0 0 {UPPER_ARM}">
             <joint name="arm_elbow" type="hinge" axis="0 1 0" range="{lo[2]} {hi[2]}" damping="0.6" armature="0.05"/>
             <geom type="capsule" fromto="0 0 0 {FOREARM} 0 0" size="0.025" mass="0.45" rgba="0.2 0.4 0.8 1"/>
             <body name="hand" pos="{FOREARM} 0 0">
               <joint name="arm_wrist" type="hinge" axis="0 1 0" range="{lo[3]} {hi[3]}" damping="0.2" armature="0.02"/>
-              <geom name="palm" class="grip" type="box" pos="0.055 0 0" size="0.015 0.03 0.035" mass="0.25" rgba="0.3 0.3 0.3 1"/>
-              <geom type="box" pos="0.0875 0 {FINGER_INNER - 2 * FINGER_HALF[2] + 0.003:.6g}" size="0.0175 0.01 0.003" mass="0.01" rgba="0.9 0.5 0.1 1"/>
-              <geom name="finger_fixed" class="grip" type="capsule" fromto="{GRIP_OFFSET - FINGER_HALF[0]:.6g} 0 {FINGER_INNER - FINGER_HALF[2]:.6g} {GRIP_OFFSET + FINGER_HALF[0]:.6g} 0 {FINGER_INNER - FINGER_HALF[2]:.6g}" size="{FINGER_HALF[2]}" mass="0.02" rgba="0.9 0.5 0.1 1"/>
-              <site name="pad_fixed" type="box" pos="{GRIP_OFFSET} 0 {FINGER_INNER - FINGER_HALF[2]:.6g}" size="{_f([FINGER_HALF[0] + 0.002, FINGER_HALF[1] + 0.002, FINGER_HALF[2] + 0.004])}"/>
+              <geom name="palm" class="grip" type="box" pos="0.055 0 0" size="0.015 0.03 0.035" mass="0.25"
+                    rgba="0.3 0.3 0.3 1"/>
+              <geom type="box" pos="0.0875 0 {FINGER_INNER - 2 * FINGER_HALF[2] + 0.003:.6g}" size="0.0175 0.01 0.003"
+                    mass="0.01" rgba="0.9 0.5 0.1 1"/>
+              <geom name="finger_fixed" class="grip" type="capsule"
+                    fromto="{finger_x0} 0 {finger_z} {finger_x1} 0 {finger_z}"
+                    size="{FINGER_HALF[2]}" mass="0.02" rgba="0.9 0.5 0.1 1"/>
+              <site name="pad_fixed" type="box" pos="{GRIP_OFFSET} 0 {FINGER_INNER - FINGER_HALF[2]:.6g}"
+                    size="{_f([FINGER_HALF[0] + 0.002, FINGER_HALF[1] + 0.002, FINGER_HALF[2] + 0.004])}"/>
               <site name="grip_center" pos="{GRIP_OFFSET} 0 0" size="0.005"/>
               <body name="finger_moving" pos="{GRIP_OFFSET} 0 {FINGER_INNER}">
                 <joint name="gripper" type="slide" axis="0 0 1" range="{lo[4]} {hi[4]}" damping="2.0" armature="0.2"/>
-                <geom name="finger_moving" class="grip" type="capsule" fromto="{-FINGER_HALF[0]} 0 {FINGER_HALF[2]} {FINGER_HALF[0]} 0 {FINGER_HALF[2]}" size="{FINGER_HALF[2]}" mass="0.03" rgba="0.9 0.5 0.1 1"/>
-                <geom type="box" pos="-0.0325 0 {2 * FINGER_HALF[2] - 0.003:.6g}" size="0.0175 0.01 0.003" mass="0.005" rgba="0.9 0.5 0.1 1"/>
-                <site name="pad_moving" type="box" pos="0 0 {FINGER_HALF[2]}" size="{_f([FINGER_HALF[0] + 0.002, FINGER_HALF[1] + 0.002, FINGER_HALF[2] + 0.004])}"/>
+                <geom name="finger_moving" class="grip" type="capsule"
+                      fromto="{-FINGER_HALF[0]} 0 {FINGER_HALF[2]} {FINGER_HALF[0]} 0 {FINGER_HALF[2]}"
+                      size="{FINGER_HALF[2]}" mass="0.03" rgba="0.9 0.5 0.1 1"/>
+                <geom type="box" pos="-0.0325 0 {2 * FINGER_HALF[2] - 0.003:.6g}" size="0.0175 0.01 0.003" mass="0.005"
+                      rgba="0.9 0.5 0.1 1"/>
+                <site name="pad_moving" type="box" pos="0 0 {FINGER_HALF[2]}"
+                      size="{_f([FINGER_HALF[0] + 0.002, FINGER_HALF[1] + 0.002, FINGER_HALF[2] + 0.004])}"/>
               </body>
             </body>
           </body>
@@ -203,12 +219,17 @@ def build_mjcf(limits: Optional[Dict[str, Sequence[float]]] = None, world: Optio
       </body>
     </body>
     <body name="door" pos="{_f(hinge)}" euler="0 0 {handle_yaw:.9g}">
-      <joint name="door_hinge" type="hinge" axis="0 0 1" range="0 1.6" damping="{float(w['door_damping']):.6g}" stiffness="{float(w['door_stiffness']):.6g}"/>
-      <geom name="door_panel" type="box" pos="0 {off / 2 + 0.05:.6g} 1.0" size="0.02 {off / 2 + 0.15:.6g} 1.0" mass="8" rgba="0.6 0.4 0.2 1"/>
+      <joint name="door_hinge" type="hinge" axis="0 0 1" range="0 1.6" damping="{float(w['door_damping']):.6g}"
+             stiffness="{float(w['door_stiffness']):.6g}"/>
+      <geom name="door_panel" type="box" pos="0 {off / 2 + 0.05:.6g} 1.0" size="0.02 {off / 2 + 0.15:.6g} 1.0" mass="8"
+            rgba="0.6 0.4 0.2 1"/>
       <body name="handle_lever" pos="{-panel_dx:.6g} {off + HANDLE_HALF_LENGTH:.6g} {hz:.6g}" gravcomp="1">
-        <joint name="handle_lever" type="hinge" axis="1 0 0" range="-0.6 0.6" stiffness="{LEVER_STIFFNESS}" damping="0.05" armature="0.002"/>
-        <geom name="handle" class="world" type="capsule" pos="0 {-HANDLE_HALF_LENGTH} 0" zaxis="0 1 0" size="{HANDLE_RADIUS} {HANDLE_HALF_LENGTH}" mass="0.2" rgba="0.8 0.8 0.1 1"/>
-        <geom type="box" pos="{panel_dx / 2:.6g} 0 0" size="{panel_dx / 2:.6g} 0.01 0.01" mass="0.02" rgba="0.8 0.8 0.1 1"/>
+        <joint name="handle_lever" type="hinge" axis="1 0 0" range="-0.6 0.6" stiffness="{LEVER_STIFFNESS}"
+               damping="0.05" armature="0.002"/>
+        <geom name="handle" class="world" type="capsule" pos="0 {-HANDLE_HALF_LENGTH} 0" zaxis="0 1 0"
+              size="{HANDLE_RADIUS} {HANDLE_HALF_LENGTH}" mass="0.2" rgba="0.8 0.8 0.1 1"/>
+        <geom type="box" pos="{panel_dx / 2:.6g} 0 0" size="{panel_dx / 2:.6g} 0.01 0.01" mass="0.02"
+              rgba="0.8 0.8 0.1 1"/>
       </body>
     </body>
     <body name="shelf" mocap="true" pos="{_f(sh)}">
@@ -216,14 +237,15 @@ def build_mjcf(limits: Optional[Dict[str, Sequence[float]]] = None, world: Optio
     </body>
     <body name="object" pos="{_f(PARKED_OBJECT)}" gravcomp="1">
       <freejoint name="object_free"/>
-      <geom name="object" type="box" size="{_f(OBJECT_HALF)}" mass="{OBJECT_MASS}" friction="1.0 0.02 0.001" rgba="0.2 0.7 0.3 1"/>
+      <geom name="object" type="box" size="{_f(OBJECT_HALF)}" mass="{OBJECT_MASS}" friction="1.0 0.02 0.001"
+            rgba="0.2 0.7 0.3 1"/>
     </body>
     <body name="person" mocap="true" pos="{_f([ps[0], ps[1], 0.9])}">
       <geom name="person" type="capsule" size="{float(w['person_radius']):.6g} 0.7" rgba="0.9 0.7 0.6 1"/>
     </body>
   </worldbody>
   <actuator>
-{chr(10).join(f'    <motor name="{j}" joint="{j}" ctrlrange="{-emax[i]:.6g} {emax[i]:.6g}"/>' for i, j in enumerate(JOINTS))}
+{motors}
   </actuator>
   <sensor>
     <touch name="pad_fixed" site="pad_fixed"/>

@@ -19,7 +19,7 @@ for the node to publish (``pop_events()``).
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union, cast
 
 import mujoco
 import numpy as np
@@ -73,7 +73,9 @@ class Simulator:
             build_mjcf(lim, self.world, handle_pos=hpos, handle_yaw=hyaw, timestep=self.dt))
         self.data = mujoco.MjData(self.model)
         m = self.model
-        jid = lambda name: mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name)
+
+        def jid(name: str) -> int:
+            return mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name)
         self._qadr = np.array([m.jnt_qposadr[jid(j)] for j in JOINTS])
         self._vadr = np.array([m.jnt_dofadr[jid(j)] for j in JOINTS])
         self._qslice = slice(int(self._qadr[0]), int(self._qadr[-1]) + 1)   # contiguous in the MJCF
@@ -88,7 +90,9 @@ class Simulator:
         self._obj_geom = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "object")
         self._person_mocap = int(m.body_mocapid[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "person")])
         self._shelf_mocap = int(m.body_mocapid[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "shelf")])
-        sadr = lambda name: int(m.sensor_adr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, name)])
+
+        def sadr(name: str) -> int:
+            return int(m.sensor_adr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, name)])
         self._s_pad_fixed, self._s_pad_moving = sadr("pad_fixed"), sadr("pad_moving")
         self._s_acc, self._s_gyro, self._s_quat = sadr("imu_acc"), sadr("imu_gyro"), sadr("imu_quat")
         self._scratch = mujoco.MjData(m)
@@ -137,7 +141,8 @@ class Simulator:
         ps = self.world["person_start"]
         self.person_home = (float(ps[0]), float(ps[1]))
         self.person_pos = list(self.person_home)
-        self._person_goal: Optional[Tuple[str, float, float]] = None   # (mode, value, speed)
+        # (mode, value, speed); value: the distance ("approach"), unused ("leave") or the (x, y) target ("to")
+        self._person_goal: Optional[Tuple[str, Union[float, Tuple[float, float]], float]] = None
         self.person_radius = float(self.world["person_radius"])
         self.base_radius = float(self.world["base_radius"])
         self.object_present = False
@@ -155,7 +160,9 @@ class Simulator:
     @staticmethod
     def _fk_grip(model, data, base_pose, pose: Dict[str, float]):
         """World position and orientation (3x3) of the grip centre, base at base_pose, arm in pose."""
-        jid = lambda name: mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
+
+        def jid(name: str) -> int:
+            return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
         for name, v in zip(("base_x", "base_y", "base_yaw"), base_pose):
             data.qpos[model.jnt_qposadr[jid(name)]] = v
         for name in JOINTS:
@@ -365,13 +372,13 @@ class Simulator:
             bx, by, _ = self.base_pose()
             dx, dy = bx - px, by - py
             dist = math.hypot(dx, dy)
-            remaining = self.person_distance() - value
+            remaining = self.person_distance() - cast(float, value)
             if remaining <= 0.0:
                 self._person_goal = None
                 return
             stepd = min(speed * dt, remaining)
         else:
-            tx, ty = self.person_home if mode == "leave" else value
+            tx, ty = self.person_home if mode == "leave" else cast(Tuple[float, float], value)
             dx, dy = tx - px, ty - py
             dist = math.hypot(dx, dy)
             if dist < 1e-6:
@@ -414,7 +421,7 @@ class Simulator:
         d.mocap_pos[self._shelf_mocap] = board
         d.mocap_quat[self._shelf_mocap] = quat
         self.object_present, self.object_name = True, str(name)
-        return pos
+        return cast(Tuple[float, float, float], pos)   # in_reach: 3 values; position: (x, y[, z]), z filled in
 
     def _set_object_collisions(self, contype: int, conaffinity: int) -> None:
         m = self.model
@@ -537,8 +544,8 @@ class Simulator:
         return self.thermal.temperature
 
     def object_position(self) -> Tuple[float, float, float]:
-        qa = self._obj_q
-        return tuple(float(v) for v in self.data.qpos[qa:qa + 3])
+        x, y, z = (float(v) for v in self.data.qpos[self._obj_q:self._obj_q + 3])
+        return x, y, z
 
     def truth(self) -> dict:
         x, y, yaw = self.base_pose()

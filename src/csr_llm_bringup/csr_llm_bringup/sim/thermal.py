@@ -9,13 +9,12 @@ The time constant is short (20 s) so a one-minute scenario shows both heating an
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
+import numpy.typing as npt
 
 
 class ThermalModel:
-    def __init__(self, effort_max: Sequence[float], ambient: float = 25.0, rise_at_max: float = 60.0,
+    def __init__(self, effort_max: npt.ArrayLike, ambient: float = 25.0, rise_at_max: float = 60.0,
                  tau: float = 20.0):
         self.effort_max = np.asarray(effort_max, dtype=float)
         self.n = self.effort_max.size
