@@ -19,10 +19,10 @@ def similarity_for(acc):
     rig = shaken_rig("corridor", acc)
     rig.step(5)
     r = rig.router
-    r._key_context = ("open_door", 0)
-    r.update_key(rig.now)
-    key = r._key_buf._slots[r._key_buf._front]["key"]
-    return r.task_layer.match(key, 2.0, count=False)[2]
+    r.key_step.update(rig.now, r.inputs, r.efforts, ("open_door", 0))
+    key = np.zeros(64)
+    r.key_step.read_latest(key)
+    return r.level1.task_layer.match(key, 2.0, count=False)[2]
 
 
 @pytest.fixture(scope="module")
@@ -46,16 +46,16 @@ def test_corridor_misses_where_the_warehouse_hits(between_acc):
     rig.router.submit_decision("open_door")
     rig.step(2)
     r = rig.router
-    assert not r.l1_hit and r.unknown_scene_count == 1
-    assert r.source == SOURCE_UNKNOWN_SCENE and r.active_sub_task == "retreat_1m"
-    assert r.cmd_vx < 0                                    # backing off
+    assert not r.command.l1_hit and r.level1.unknown_scene_count == 1
+    assert r.command.source == SOURCE_UNKNOWN_SCENE and r.command.sub_task == "retreat_1m"
+    assert r.command.base_vx < 0                                    # backing off
     rig2 = shaken_rig("warehouse", between_acc)
     rig2.router.submit_decision("open_door")
     requests = []
     for _ in range(2):
         rig2.step()
-        requests += rig2.router.requests
-    assert rig2.router.l1_hit and rig2.router.source == SOURCE_TASK and requests == []
+        requests += rig2.router.command.requests
+    assert rig2.router.command.l1_hit and rig2.router.command.source == SOURCE_TASK and requests == []
 
 
 def test_miss_asks_for_a_decision_holds_and_learns_when_confirmed(between_acc):
@@ -63,16 +63,16 @@ def test_miss_asks_for_a_decision_holds_and_learns_when_confirmed(between_acc):
     r = rig.router
     r.submit_decision("open_door")
     rig.step(1)
-    assert any("unknown scene" in q and "open_door" in q for q in r.requests)
-    assert rig.run_until(lambda r: r.active_sub_task == "freeze", 10.0)   # backed off 1 m, now holding
-    lookups_before, hits_before = r.task_layer.lookups, r.task_layer.hits
-    entries = r.task_layer.count
+    assert any("unknown scene" in q and "open_door" in q for q in r.command.requests)
+    assert rig.run_until(lambda r: r.command.sub_task == "freeze", 10.0)   # backed off 1 m, now holding
+    lookups_before, hits_before = r.level1.task_layer.lookups, r.level1.task_layer.hits
+    entries = r.level1.task_layer.count
     # the reasoning node answers the request with the same intent: the missed scene is learned
     r.submit_decision("open_door", trigger=2)
     rig.step(2)
-    assert r.task_layer.count == entries + 1
-    assert r.l1_hit and r.source == SOURCE_TASK and r.active_sub_task == "approach_handle"
-    assert r.task_layer.hits > hits_before and r.unknown_scene_count == 1
+    assert r.level1.task_layer.count == entries + 1
+    assert r.command.l1_hit and r.command.source == SOURCE_TASK and r.command.sub_task == "approach_handle"
+    assert r.level1.task_layer.hits > hits_before and r.level1.unknown_scene_count == 1
 
 
 def test_zone_topic_switches_threshold_and_rejects_unknown_zones():
@@ -91,13 +91,13 @@ def test_unknown_intent_is_rejected_once_logged_and_does_not_change_what_runs():
     r = rig.router
     r.submit_decision("open_door")
     rig.step(100)
-    sub = r.active_sub_task
+    sub = r.command.sub_task
     for _ in range(5):
         assert not r.submit_decision("dance")
-        assert not r.submit_decision("move_to", {"speed": 9.0})          # out of range
+        assert not r.submit_decision("move_to", {"zone": "door", "speed": 9.0})   # out of range
         assert not r.submit_decision("pick_object", {"object": "cat"})   # not in the enum
     rig.step(10)
-    assert r.active_intent == "open_door" and r.active_sub_task == sub
+    assert r.command.intent == "open_door" and r.command.sub_task == sub
     kinds = [k for k, _ in rig.faults]
     assert kinds.count("decision_unknown_intent") == 1 and kinds.count("decision_bad_argument") == 1
     assert r.faults.total == 15
@@ -108,11 +108,11 @@ def test_arguments_bind_to_the_sub_task():
     r = rig.router
     r.submit_decision("back_off", {"distance": 0.1})
     rig.step(5)
-    assert r.active_sub_task == "reverse" and r.cmd_vx == pytest.approx(-0.2)
-    assert rig.run_until(lambda r: r.active_sub_task == "hold", 2.0)      # 0.1 m at 0.2 m/s, then idle hold
+    assert r.command.sub_task == "reverse" and r.command.base_vx == pytest.approx(-0.2)
+    assert rig.run_until(lambda r: r.command.sub_task == "hold", 2.0)      # 0.1 m at 0.2 m/s, then idle hold
     r.submit_decision("move_to", {"zone": "door", "speed": 0.1})
     rig.step(5)
-    assert r.active_sub_task == "drive" and r.cmd_vx == pytest.approx(0.1)
+    assert r.command.sub_task == "drive" and r.command.base_vx == pytest.approx(0.1)
 
 
 def test_hit_rate_climbs_when_the_same_unusual_scene_recurs(between_acc):
@@ -120,9 +120,9 @@ def test_hit_rate_climbs_when_the_same_unusual_scene_recurs(between_acc):
     r = rig.router
     outcomes = []
     for attempt in range(3):
-        misses = r.unknown_scene_count
+        misses = r.level1.unknown_scene_count
         r.submit_decision("open_door", trigger=2)
         rig.step(3)
-        outcomes.append(r.unknown_scene_count == misses)
+        outcomes.append(r.level1.unknown_scene_count == misses)
         rig.step(30)
     assert outcomes == [False, True, True]
