@@ -1,9 +1,14 @@
 """Level 1: zone thresholds, unknown-scene protocol on a miss, learning from the confirming
-decision, unknown intents rejected without changing what runs."""
+decision, unknown intents rejected without changing what runs (through the router), then level 1
+alone (no other level): seeded hits, stage jumps, miss confirmation, learning."""
 import numpy as np
 import pytest
 
-from action_router.interrupts import SOURCE_TASK, SOURCE_UNKNOWN_SCENE
+from action_router.encoder import EncoderConfig, ProjectionKeyEncoder
+from action_router.interrupts import SOURCE_TASK, SOURCE_UNKNOWN_SCENE, Frame
+from action_router.level1 import Level1
+from action_router.params import make_config
+from action_router.subtask import SubTask
 from router_rig import Rig
 
 
@@ -126,3 +131,84 @@ def test_hit_rate_climbs_when_the_same_unusual_scene_recurs(between_acc):
         outcomes.append(r.level1.unknown_scene_count == misses)
         rig.step(30)
     assert outcomes == [False, True, True]
+
+
+# ---------------------------------------------------------------- level 1 alone (no other level)
+CFG = make_config()
+JOINTS = list(CFG.joints)
+SUBTASKS = [SubTask(i, name, dict(spec or {}), JOINTS, CFG) for i, (name, spec) in enumerate(CFG.subtasks.items())]
+INDEX = {st.name: st.index for st in SUBTASKS}
+INTENTS = list(CFG.intent_sequences)
+SEQUENCES = [[INDEX[s] for s in CFG.intent_sequences[i]] for i in INTENTS]
+
+
+def seeded_level1(miss_confirmations=3):
+    encoder = ProjectionKeyEncoder(EncoderConfig(n_joints=len(JOINTS)))
+    l1 = Level1(SUBTASKS, [INDEX["retreat_1m"], INDEX["freeze"]], "unknown scene: new decision needed",
+                64, miss_confirmations, 30.0, 0.95)
+    l1.seed(encoder, INTENTS, SEQUENCES, 1.0 / 30.0, len(JOINTS))
+    return l1
+
+
+def open_door_frame():
+    ii = INTENTS.index("open_door")
+    return Frame(SOURCE_TASK, "open_door", list(SEQUENCES[ii]), intent_index=ii)
+
+
+def seeded_key(l1, intent, stage):
+    ii = INTENTS.index(intent)
+    row = [k for k in range(l1.task_layer.count) if l1.task_layer.intent[k] == ii and l1.task_layer.stage[k] == stage]
+    return l1.task_layer.keys[row[0]].copy()
+
+
+def foreign_key(l1):
+    rng = np.random.default_rng(5)
+    key = seeded_key(l1, "open_door", 0)
+    key[:56] = rng.standard_normal(56)
+    key[:56] *= np.linalg.norm(seeded_key(l1, "open_door", 0)[:56]) / np.linalg.norm(key[:56])
+    return key
+
+
+def test_level1_alone_hits_the_seeded_key_and_jumps_to_the_stage_it_points_at():
+    l1 = seeded_level1()
+    frame = open_door_frame()
+    out = l1.step(0.0, frame, seeded_key(l1, "open_door", 1), 1, True, True, 0.85, "corridor")
+    assert out.matched and out.hit and out.similarity == pytest.approx(1.0) and out.unknown_scene is None
+    assert frame.index == 1 and frame.start_key is not None           # the cache pointed at stage 1
+
+
+def test_level1_alone_a_miss_at_start_runs_the_unknown_scene_protocol_at_once():
+    l1 = seeded_level1()
+    out = l1.step(0.0, open_door_frame(), foreign_key(l1), 1, True, True, 0.85, "warehouse")
+    assert out.matched and not out.hit and out.unknown_scene is not None
+    unknown = out.unknown_scene
+    assert unknown.frame.source == SOURCE_UNKNOWN_SCENE
+    assert unknown.frame.subtasks == [INDEX["retreat_1m"], INDEX["freeze"]]
+    assert "intent=open_door" in unknown.request and "sub_task=approach_handle" in unknown.request
+    assert "zone=warehouse" in unknown.request and l1.unknown_scene_count == 1
+
+
+def test_level1_alone_misses_of_a_running_sub_task_need_confirmation_and_a_new_key():
+    l1 = seeded_level1(miss_confirmations=3)
+    frame = open_door_frame()
+    frame.started = True
+    key = foreign_key(l1)
+    assert l1.step(0.0, frame, key, 1, False, True, 0.85, "corridor").unknown_scene is None
+    assert not l1.step(0.01, frame, key, 1, False, True, 0.85, "corridor").matched     # same key version
+    assert l1.step(0.03, frame, key, 2, False, True, 0.85, "corridor").unknown_scene is None
+    assert l1.step(0.06, frame, key, 3, False, True, 0.85, "corridor").unknown_scene is not None
+
+
+def test_level1_alone_learns_the_missed_key_when_the_same_intent_is_decided_again():
+    l1 = seeded_level1()
+    key = foreign_key(l1)
+    l1.step(0.0, open_door_frame(), key, 1, True, True, 0.85, "corridor")
+    count = l1.task_layer.count
+    assert l1.decision_arrived("pick_object", INTENTS.index("pick_object"), 1.0) is None   # other intent
+    assert l1.task_layer.count == count
+    l1.step(2.0, open_door_frame(), key, 2, True, True, 0.85, "corridor")
+    assert "learned the missed scene of open_door/approach_handle" in \
+        l1.decision_arrived("open_door", INTENTS.index("open_door"), 3.0)
+    assert l1.task_layer.count == count + 1
+    out = l1.step(3.1, open_door_frame(), key, 3, True, True, 0.85, "corridor")
+    assert out.hit and out.unknown_scene is None
