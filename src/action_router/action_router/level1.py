@@ -14,7 +14,7 @@ stage in its nominal situation (``prototype`` pose, robot at rest, no vision).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
 import numpy as np
 

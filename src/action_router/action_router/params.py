@@ -8,7 +8,7 @@ u_clamp_min,antiwindup_strategy}`` (plus ``tracking_time_constant``, ``error_dea
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 

@@ -26,7 +26,7 @@ import numpy as np
 from .cache import ExecutionLayer, ExecutionSet
 from .encoder import KEY_DIM, EncoderConfig, KeyEncoder, ProjectionKeyEncoder
 from .inputs import QueuedDecision, RouterInputs, make_fault_log
-from .interrupts import (SOURCE_INTERRUPT, SOURCE_NONE, SOURCE_TASK, SOURCE_UNKNOWN_SCENE, Arbiter, Frame,
+from .interrupts import (SOURCE_INTERRUPT, SOURCE_TASK, SOURCE_UNKNOWN_SCENE, Arbiter, Frame,
                          InterruptSpec, InterruptStack, ProximityInterrupts)
 from .level1 import NO_MATCH, Level1, Level1Result, UnknownScene
 from .level2 import Level2
@@ -192,7 +192,6 @@ class Router:
         if update.changed:
             self.level2.invalidate()
         # 3. level 1
-        t1 = time.perf_counter()
         self._level1(now, state_ok)
         # 4. level 2
         t2 = time.perf_counter()

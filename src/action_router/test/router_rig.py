@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 
 from action_router.params import make_config
 from action_router.plant import JointPlant

@@ -131,7 +131,6 @@ def test_stale_joint_states_fail_safe():
     r = rig.router
     r.submit_decision("hold_position")
     rig.step(100)
-    plant = rig.plant
     rig.plant = None                               # the joint state publisher dies
     rig.step(400)
     assert r.execution.failure and r.failsafe_count == 1

@@ -70,7 +70,7 @@ def test_miss_asks_for_a_decision_holds_and_learns_when_confirmed(between_acc):
     rig.step(1)
     assert any("unknown scene" in q and "open_door" in q for q in r.command.requests)
     assert rig.run_until(lambda r: r.command.sub_task == "freeze", 10.0)   # backed off 1 m, now holding
-    lookups_before, hits_before = r.level1.task_layer.lookups, r.level1.task_layer.hits
+    hits_before = r.level1.task_layer.hits
     entries = r.level1.task_layer.count
     # the reasoning node answers the request with the same intent: the missed scene is learned
     r.submit_decision("open_door", trigger=2)
