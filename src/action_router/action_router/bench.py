@@ -87,6 +87,8 @@ class Scenario:
                 args = {"zone": "warehouse", "speed": 0.3}
             elif intent == "back_off":
                 args = {"distance": 0.3}
+            elif intent == "pick_object":
+                args = {"object": "box"}      # every declared argument is required
             self.events[k] = {
                 "intent": intent, "args": args,
                 "shake": (float(rng.uniform(0.0, 2.0)), 0.6) if rng.random() < 0.45 else None,
@@ -115,6 +117,7 @@ def run_closed_loop(ticks: int, cache: bool, seed: int = 7) -> dict:
     track_sq = 0.0
     track_n = 0
     base_x = 0.0
+    cmd = r.command
     pending_answer: Optional[tuple] = None
     episode = -1
     ep_start = 0.0
@@ -137,8 +140,8 @@ def run_closed_loop(ticks: int, cache: bool, seed: int = 7) -> dict:
             acc = [6.0 * math.sin(40 * te), 6.0 * math.cos(40 * te), G]
         r.set_imu(acc, [0.0, 0.0, 0.3 if ev["shake"] else 0.0], now=now)
         if t % 20 == 0:
-            base_x += r.cmd_vx * dt * 20
-            r.set_odom(base_x, 0.0, 0.0, r.cmd_vx, r.cmd_wz, now=now)
+            base_x += cmd.base_vx * dt * 20
+            r.set_odom(base_x, 0.0, 0.0, cmd.base_vx, cmd.base_wz, now=now)
         r.set_wrench([0.0, 0.0, plant.grip_force], now=now)
         person = ev["person"]
         r.set_proximity(0.5 if person and person[0] <= te < person[0] + person[1] else math.inf, now=now)
@@ -149,24 +152,24 @@ def run_closed_loop(ticks: int, cache: bool, seed: int = 7) -> dict:
             r.submit_decision(pending_answer[1], pending_answer[2], trigger=2, now=now)
             pending_answer = None
         t0 = time.perf_counter_ns()
-        r.tick(now)
+        cmd = r.tick(now)
         times[t] = (time.perf_counter_ns() - t0) / 1000.0
-        if r.requests and pending_answer is None:
+        if cmd.requests and pending_answer is None:
             pending_answer = (now + 0.3, ev["intent"], ev["args"])
-        u = r.effort
+        u = cmd.effort
         du[t] = u - prev_u
-        keep[t] = r.active_sub_task == prev_sub and t > 0
+        keep[t] = cmd.sub_task == prev_sub and t > 0
         prev_u[:] = u
-        prev_sub = r.active_sub_task
+        prev_sub = cmd.sub_task
         top = r.stack.top
         if top is not None and not top.done and top.started and not top.needs_resume \
-                and not r.execution.failure and r.behaviour.subtask == top.current:
+                and not r.execution.failure and r.level2.behaviour.subtask == top.current:
             st = r.subtasks[top.current]
             if not st.zero_effort:
                 # tracking error against the template at the sub-task clock (true plant state)
                 tau = top.phase + (now - top.run_since)
-                p = r.planner.template_state(st.template, r.behaviour.anchored[:r.behaviour.n_ctrl],
-                                             int(round(tau / r.planner.ds)))[0]
+                bl, pl = r.level2.behaviour, r.level2.planner
+                p = pl.template_state(st.template, bl.anchored[:bl.n_ctrl], int(round(tau / pl.ds)))[0]
                 m = arm & ~st.hold_mask
                 err = plant.q[m] - p[m]
                 track_sq += float(err @ err)
@@ -181,12 +184,12 @@ def run_closed_loop(ticks: int, cache: bool, seed: int = 7) -> dict:
         "jitter": jitter,
         "subtasks_completed": r.subtasks_completed,
         "tracking_rms": math.sqrt(track_sq / track_n) if track_n else 0.0,
-        "hit_rate": r.task_layer.hit_rate,
-        "layers": {"task": r.task_layer.hit_rate, "behaviour": r.behaviour.hit_rate,
+        "hit_rate": r.level1.task_layer.hit_rate,
+        "layers": {"task": r.level1.task_layer.hit_rate, "behaviour": r.level2.behaviour.hit_rate,
                    "execution": r.execution.hit_rate},
-        "task_lookups": r.task_layer.lookups,
-        "unknown_scene_count": r.unknown_scene_count,
-        "learned_entries": int(r.task_layer.count - r.task_layer.n_seeded),
+        "task_lookups": r.level1.task_layer.lookups,
+        "unknown_scene_count": r.level1.unknown_scene_count,
+        "learned_entries": int(r.level1.task_layer.count - r.level1.task_layer.n_seeded),
         "grip_done_count": r.grip_done_count,
         "derate_count": r.derate_count,
         "failsafe_count": r.failsafe_count,

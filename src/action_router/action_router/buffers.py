@@ -8,7 +8,7 @@ half-written set of values (seqlock over two slots). Writers must be a single th
 """
 from __future__ import annotations
 
-from typing import Dict, Sequence, Tuple
+from typing import Dict, Tuple
 
 import numpy as np
 

@@ -21,19 +21,13 @@ miss (re-plan).
 Execution layer (``ExecutionLayer``): per joint the PID gains, the effort (current) limit, the
 sub-task torque limit written by level 2, a derated set (scaled gains and limits), a confidence
 bit and the failure flag. The effective arrays the PID uses are rebuilt only when one of these
-changes (a miss); otherwise the tick reuses them (a hit). Physical invalidations:
-  * ``GripMonitor``: grip force above ``threshold`` (15 N) continuously for ``dwell`` (0.2 s)
-    marks a grip sub-task done;
-  * ``TemperatureMonitor``: motor temperature above ``limit`` (70 C) swaps in the derated set
-    for that joint (back below ``limit - hysteresis``);
-  * ``ConfidenceMonitor``: measured effort disagreeing with the last command for ``dwell`` ticks
-    clears the confidence bit (integration frozen, limits scaled); agreement sets it again;
-  * ``ClampMonitor``: a joint clamped continuously for ``persist`` seconds sets the failure flag.
+changes (a miss); otherwise the tick reuses them (a hit). The physical signals that invalidate
+the layers are watched by the monitors in ``monitors.py``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Tuple
 
 import numpy as np
 
@@ -194,82 +188,3 @@ class ExecutionLayer:
     @property
     def hit_rate(self) -> float:
         return self.hits / self.lookups if self.lookups else 0.0
-
-
-class GripMonitor:
-    """Grip force above threshold for dwell seconds -> done (physical invalidation)."""
-
-    def __init__(self, threshold: float = 15.0, dwell: float = 0.2):
-        self.threshold = float(threshold)
-        self.dwell = float(dwell)
-        self.since: Optional[float] = None
-
-    def reset(self) -> None:
-        self.since = None
-
-    def update(self, force: float, now: float) -> bool:
-        if force > self.threshold:  # NaN compares False: no grip
-            if self.since is None:
-                self.since = now
-            return now - self.since >= self.dwell - 1e-9
-        self.since = None
-        return False
-
-
-class TemperatureMonitor:
-    """Per-joint over-temperature with hysteresis -> derated mask."""
-
-    def __init__(self, n: int, limit: float = 70.0, hysteresis: float = 5.0):
-        self.limit = float(limit)
-        self.hysteresis = float(hysteresis)
-        self.hot = np.zeros(n, dtype=bool)
-
-    def update(self, temperature: np.ndarray) -> int:
-        """Update from the latest temperatures (NaN = unknown, keeps state); returns new derates."""
-        known = np.isfinite(temperature)
-        over = known & (temperature > self.limit)
-        cool = known & (temperature < self.limit - self.hysteresis)
-        new = over & ~self.hot
-        self.hot |= over
-        self.hot &= ~cool
-        return int(new.sum())
-
-
-class ConfidenceMonitor:
-    """Actuator feedback: measured effort vs the last command -> confidence bit per joint."""
-
-    def __init__(self, n: int, abs_tol: float = 5.0, rel_tol: float = 0.5, dwell_ticks: int = 50):
-        self.abs_tol = float(abs_tol)
-        self.rel_tol = float(rel_tol)
-        self.dwell = int(dwell_ticks)
-        self.bad = np.zeros(n, dtype=np.int64)
-        self.good = np.zeros(n, dtype=np.int64)
-        self.confidence = np.ones(n, dtype=bool)
-        self.flips = 0
-
-    def update(self, measured: np.ndarray, commanded: np.ndarray, have: np.ndarray) -> None:
-        """have: joints with effort feedback this tick."""
-        disagree = have & ~(np.abs(measured - commanded) <= self.abs_tol + self.rel_tol * np.abs(commanded))
-        agree = have & ~disagree
-        self.bad = np.where(disagree, self.bad + 1, 0)
-        self.good = np.where(agree, self.good + 1, 0)
-        lose = self.confidence & (self.bad >= self.dwell)
-        regain = ~self.confidence & (self.good >= self.dwell)
-        if lose.any() or regain.any():
-            self.flips += int(lose.sum() + regain.sum())
-            self.confidence = (self.confidence & ~lose) | regain
-
-
-class ClampMonitor:
-    """A joint clamped continuously for persist seconds -> failure."""
-
-    def __init__(self, n: int, persist: float = 0.25):
-        self.persist = float(persist)
-        self.since = np.full(n, np.nan)
-
-    def reset(self) -> None:
-        self.since[:] = np.nan
-
-    def update(self, clamped: np.ndarray, now: float) -> bool:
-        self.since = np.where(clamped, np.where(np.isnan(self.since), now, self.since), np.nan)
-        return bool(np.any(now - self.since >= self.persist))

@@ -8,15 +8,21 @@ u_clamp_min,antiwindup_strategy}`` (plus ``tracking_time_constant``, ``error_dea
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 import yaml
 
+from csr_llm_core.catalogue import IntentCatalogue
+
 from .pid import Gains, gains_from_params
 
 DEFAULT_JOINTS = ["arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper"]
+
+# Sub-task fields a decision argument can set (argument_bindings): base_speed is read by level 3
+# (|vx| of the base, the template's sign kept), base_distance by the base_distance done mode.
+ARGUMENT_FIELDS = ("base_speed", "base_distance")
 
 # name -> default (type follows the default; lists of float are double arrays)
 DEFAULTS: Dict[str, Any] = {
@@ -33,7 +39,6 @@ DEFAULTS: Dict[str, Any] = {
     "zone": "corridor",
     "zones": ["corridor", "warehouse", "door"],
     "zone_thresholds": [0.85, 0.72, 0.80],
-    "default_threshold": 0.85,
     "cache_enabled": True,
     "horizon_s": 0.05,
     "samples": 100,
@@ -120,7 +125,8 @@ class RouterConfig:
     argument_bindings: Dict[str, Dict[str, str]]
     interrupts: Dict[str, dict]
     unknown_scene: dict
-    intents: Dict[str, dict]          # config/intents.yaml catalogue
+    catalogue: IntentCatalogue                  # config/intents.yaml
+    unused_arguments: Dict[str, List[str]]      # catalogue arguments accepted but not used (yet)
 
     def __getitem__(self, name: str) -> Any:
         return self.params[name]
@@ -172,7 +178,7 @@ def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
     sub_path = Path(params["subtasks_file"] or cfg_dir / "router_subtasks.yaml")
     int_path = Path(params["intents_file"] or cfg_dir / "intents.yaml")
     sub = load_yaml(sub_path)
-    catalogue = load_yaml(int_path).get("intents", {}) or {}
+    catalogue = IntentCatalogue.from_file(int_path)
     subtasks = dict(sub.get("subtasks") or {})
     sequences = {str(k): [str(s) for s in v] for k, v in (sub.get("intents") or {}).items()}
     for intent, seq in sequences.items():
@@ -191,7 +197,46 @@ def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
     unknown = dict(sub.get("unknown_scene") or {"subtasks": ["freeze"] if "freeze" in subtasks else []})
     if not unknown.get("subtasks") or any(s not in subtasks for s in unknown["subtasks"]):
         raise ValueError(f"{sub_path}: unknown_scene needs known sub-tasks")
+    bindings = {str(k): {str(a): str(f) for a, f in (v or {}).items()}
+                for k, v in (sub.get("argument_bindings") or {}).items()}
+    unused = {str(k): [str(a) for a in (v or [])] for k, v in (sub.get("unused_arguments") or {}).items()}
+    check_catalogue_coverage(catalogue, sequences, bindings, unused, sub_path)
     return RouterConfig(params=params, joints=joints, gains=gains, subtasks=subtasks,
-                        intent_sequences=sequences,
-                        argument_bindings={str(k): dict(v) for k, v in (sub.get("argument_bindings") or {}).items()},
-                        interrupts=interrupts, unknown_scene=unknown, intents=dict(catalogue))
+                        intent_sequences=sequences, argument_bindings=bindings,
+                        interrupts=interrupts, unknown_scene=unknown, catalogue=catalogue, unused_arguments=unused)
+
+
+def check_catalogue_coverage(catalogue: IntentCatalogue, sequences: Mapping[str, List[str]],
+                             bindings: Mapping[str, Mapping[str, str]], unused: Mapping[str, List[str]],
+                             where: Path) -> None:
+    """Every catalogue intent has a sub-task sequence; every argument is bound or listed as unused.
+
+    A decision the reasoning node may emit must never be accepted and then silently dropped: an
+    argument the router does not use yet is listed under ``unused_arguments`` (and logged at start).
+    """
+    missing = [name for name in catalogue.names if name not in sequences]
+    if missing:
+        raise ValueError(f"{where}: catalogue intents without a sub-task sequence (intents:): {missing}")
+    for section, table in (("argument_bindings", bindings), ("unused_arguments", unused)):
+        for intent, names in table.items():
+            if intent not in catalogue:
+                raise ValueError(f"{where}: {section} names {intent!r}, which is not a catalogue intent")
+            declared = {a.name for a in catalogue[intent].arguments}
+            wrong = [a for a in names if a not in declared]
+            if wrong:
+                raise ValueError(f"{where}: {section}.{intent} names arguments the catalogue does not declare: "
+                                 f"{wrong}")
+    for intent, fields in bindings.items():
+        bad = {a: f for a, f in fields.items() if f not in ARGUMENT_FIELDS}
+        if bad:
+            raise ValueError(f"{where}: argument_bindings.{intent} binds to unknown fields {bad} "
+                             f"(known: {list(ARGUMENT_FIELDS)})")
+    for intent in catalogue.names:
+        bound = set(bindings.get(intent, {}))
+        listed = set(unused.get(intent, []))
+        for arg in catalogue[intent].arguments:
+            if arg.name in bound and arg.name in listed:
+                raise ValueError(f"{where}: argument {intent}.{arg.name} is both bound and listed as unused")
+            if arg.name not in bound and arg.name not in listed:
+                raise ValueError(f"{where}: argument {intent}.{arg.name} is neither bound (argument_bindings) nor "
+                                 f"listed under unused_arguments: the router would accept it and ignore it")

@@ -20,7 +20,7 @@ The router narrows u_clamp to the execution layer's effort limit every tick (``s
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Sequence
 
 import numpy as np

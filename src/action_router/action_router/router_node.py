@@ -20,13 +20,9 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, State, TransitionCallbackReturn
-from rclpy.parameter import Parameter
-from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy, qos_profile_sensor_data
-from rcl_interfaces.msg import ParameterDescriptor
 
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Twist, WrenchStamped
@@ -34,44 +30,56 @@ from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Imu, JointState, Range, Temperature
 from std_msgs.msg import Float32MultiArray, Float64MultiArray, String
 
-from csr_llm_msgs.msg import Decision, IntentArgument, MotorCommand, RouterStatus
+from csr_llm_core.ros import qos
+from csr_llm_core.ros.geometry import yaw_from_quaternion
+from csr_llm_core.ros.intent_args import arguments_to_dict
+from csr_llm_core.ros.node import run_lifecycle_node
+from csr_llm_core.ros.params import declare_all, parameter_values
+from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
 
+from .outputs import Command, RouterStatusSnapshot
 from .params import DEFAULTS, default_gain_params, make_config
 from .router import Router
 
-EXEC_STOPPED = MotorCommand.EXEC_STOPPED
+
+def motor_command_message(cmd: Command, msg: MotorCommand, stamp: Time) -> MotorCommand:
+    """Fill ``msg`` (joint_names already set) from one tick's command."""
+    msg.header.stamp = stamp
+    msg.effort = cmd.effort.tolist()
+    msg.effort_limit = cmd.effort_limit.tolist()
+    msg.clamped = cmd.clamped.tolist()
+    msg.reference_position = cmd.reference_position.tolist() if cmd.tracking else [math.nan] * len(cmd.effort)
+    msg.execution_state = int(cmd.execution_state)
+    msg.source = int(cmd.source)
+    msg.sub_task = cmd.sub_task
+    return msg
 
 
-def _yaw(q) -> float:
-    return math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
-
-
-def decision_arguments(arguments) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for a in arguments:
-        if a.type == IntentArgument.TYPE_FLOAT:
-            out[a.name] = float(a.float_value)
-        elif a.type == IntentArgument.TYPE_INT:
-            out[a.name] = int(a.int_value)
-        elif a.type == IntentArgument.TYPE_STRING:
-            out[a.name] = str(a.string_value)
-        elif a.type == IntentArgument.TYPE_BOOL:
-            out[a.name] = bool(a.bool_value)
-        else:
-            out[a.name] = None  # unknown type: rejected by the router's validation
-    return out
+def router_status_message(status: RouterStatusSnapshot, stamp: Time, loop_hz: float) -> RouterStatus:
+    """RouterStatus from the router's snapshot (same field names) and the node's loop rate."""
+    msg = RouterStatus(
+        active_intent=status.active_intent, active_sub_task=status.active_sub_task, zone=status.zone,
+        match_similarity=status.match_similarity, match_threshold=status.match_threshold,
+        l1_hit=status.l1_hit, l2_hit=status.l2_hit, l3_clamped=status.l3_clamped,
+        l1_us=status.l1_us, l2_us=status.l2_us, l3_us=status.l3_us,
+        task_hit_rate=status.task_hit_rate, behaviour_hit_rate=status.behaviour_hit_rate,
+        execution_hit_rate=status.execution_hit_rate, interrupt_depth=status.interrupt_depth,
+        execution_state=status.execution_state, loop_hz=float(loop_hz), slip_detected=status.slip_detected,
+        odom_weight=status.odom_weight, slip_events=status.slip_events,
+        unknown_scene_count=status.unknown_scene_count, grip_done_count=status.grip_done_count,
+        derate_count=status.derate_count, confidence_flips=status.confidence_flips,
+        failsafe_count=status.failsafe_count, input_faults=status.input_faults)
+    msg.header.stamp = stamp
+    return msg
 
 
 class RouterNode(LifecycleNode):
     def __init__(self, node_name: str = "action_router", **kwargs):
         self._tick_on_state = False
+        self._stamp_with_state = False
         super().__init__(node_name, **kwargs)
-        dyn = ParameterDescriptor(dynamic_typing=True)
-        for name, default in DEFAULTS.items():
-            self.declare_parameter(name, default, dyn)
-        joints = [str(j) for j in self.get_parameter("joints").value]
-        for name, default in default_gain_params(joints).items():
-            self.declare_parameter(name, default, dyn)
+        declare_all(self, DEFAULTS)
+        declare_all(self, default_gain_params([str(j) for j in self.get_parameter("joints").value]))
         self.router: Optional[Router] = None
         self._lock = threading.Lock()
         self._active = False
@@ -83,7 +91,6 @@ class RouterNode(LifecycleNode):
         self._control_timer = None
         self._aux_timers: List[Any] = []
         self._cancelled_timers: List[Any] = []
-        self._tick_times: List[float] = []
         self._loop_hz = 0.0
         self._loop_window_start = 0.0
         self._loop_window_ticks = 0
@@ -95,32 +102,30 @@ class RouterNode(LifecycleNode):
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
-    def _params(self) -> Dict[str, Any]:
-        out = {}
-        for name, p in self._parameters.items():
-            if name == "use_sim_time":
-                continue
-            out[name] = p.value
-        return out
-
     def maybe_autostart(self) -> None:
         if bool(self.get_parameter("autostart").value):
             if self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
                 self.trigger_activate()
 
+    def deactivate_if_active(self) -> None:
+        """On the way out: zero effort while the context is still valid."""
+        if self._active:
+            self.trigger_deactivate()
+
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         try:
-            cfg = make_config(self._params())
+            cfg = make_config(parameter_values(self))
             log = self.get_logger()
-            self.router = Router(cfg, auto_key=False, fault_report=lambda kind, text: log.warning(text),
+            self.router = Router(cfg, auto_key=False, fault_report=lambda line: log.warning(line),
                                  info_report=lambda text: log.info(text))
         except (ValueError, OSError, KeyError) as exc:
             self.get_logger().error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE
         r = self.router
+        self._stamp_with_state = str(cfg["command_stamp"]) == "state"
         controller = str(cfg["controller_name"]).strip("/") or "arm_controller"
-        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+        reliable = qos.COMMANDS
         self._pubs = {
             "effort": self.create_lifecycle_publisher(Float64MultiArray, f"{controller}/commands", reliable),
             "motor": self.create_lifecycle_publisher(MotorCommand, "motor_command", reliable),
@@ -130,32 +135,28 @@ class RouterNode(LifecycleNode):
             "sound": self.create_lifecycle_publisher(String, "sound", reliable),
         }
         g = self._sensor_group
-        sensor_qos = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
-        latest = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST)
         self._subs = [
             # latest value only: a controller must never work through a backlog of old states
-            self.create_subscription(JointState, "joint_states", self._on_joint_state, latest, callback_group=g),
-            self.create_subscription(Imu, "imu", self._on_imu, qos_profile_sensor_data, callback_group=g),
+            self.create_subscription(JointState, "joint_states", self._on_joint_state, qos.LATEST, callback_group=g),
+            self.create_subscription(Imu, "imu", self._on_imu, qos.SENSORS, callback_group=g),
             self.create_subscription(Odometry, "odom", self._on_odom, reliable, callback_group=g),
-            self.create_subscription(WrenchStamped, "gripper/wrench", self._on_wrench, qos_profile_sensor_data,
+            self.create_subscription(WrenchStamped, "gripper/wrench", self._on_wrench, qos.SENSORS,
                                      callback_group=g),
             self.create_subscription(Temperature, "motor_temperature", self._on_temperature, reliable,
                                      callback_group=g),
-            self.create_subscription(Range, "proximity", self._on_proximity, qos_profile_sensor_data,
+            self.create_subscription(Range, "proximity", self._on_proximity, qos.SENSORS,
                                      callback_group=g),
             self.create_subscription(String, "zone", self._on_zone, reliable, callback_group=g),
-            self.create_subscription(Float32MultiArray, "vision_features", self._on_vision, sensor_qos,
+            self.create_subscription(Float32MultiArray, "vision_features", self._on_vision, qos.best_effort(5),
                                      callback_group=g),
             self.create_subscription(Decision, "decision", self._on_decision, reliable, callback_group=g),
         ]
-        n = r.n
         self._effort_msg = Float64MultiArray()
         self._motor_msg = MotorCommand(joint_names=list(r.joints))
-        self._no_reference = [math.nan] * len(r.joints)
         self.get_logger().info(
             f"configured: joints={r.joints}, control_hz={cfg['control_hz']}, zone={r.zone} "
             f"(threshold {r.threshold:.2f}), cache={'on' if r.cache_enabled else 'off'}, "
-            f"{r.task_layer.count} seeded task-layer keys, commands on {controller}/commands")
+            f"{r.level1.task_layer.count} seeded task-layer keys, commands on {controller}/commands")
         return super().on_configure(state)
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
@@ -229,15 +230,15 @@ class RouterNode(LifecycleNode):
         r = self.router
         if r is None or not self._pubs:
             return
-        r.effort[:] = 0.0
+        r.zero_output()
         self._effort_msg.data = [0.0] * r.n
         self._pubs["effort"].publish(self._effort_msg)
         m = self._motor_msg
         m.header.stamp = self.get_clock().now().to_msg()
         m.effort = [0.0] * r.n
-        m.effort_limit = r.effort_limit.tolist()
+        m.effort_limit = r.command.effort_limit.tolist()
         m.clamped = [False] * r.n
-        m.execution_state = EXEC_STOPPED
+        m.execution_state = MotorCommand.EXEC_STOPPED
         m.source = MotorCommand.SOURCE_NONE
         m.sub_task = ""
         self._pubs["motor"].publish(m)
@@ -250,33 +251,24 @@ class RouterNode(LifecycleNode):
                 return
             r = self.router
             now = self._now()
-            r.tick(now)
-            eff = r.effort.tolist()
-            self._effort_msg.data = eff
+            cmd = r.tick(now)
+            self._effort_msg.data = cmd.effort.tolist()
             self._pubs["effort"].publish(self._effort_msg)
-            m = self._motor_msg
-            if str(r.cfg["command_stamp"]) == "state":
-                m.header.stamp = Time(sec=r.state_stamp[0], nanosec=r.state_stamp[1])
+            if self._stamp_with_state:
+                stamp = Time(sec=cmd.state_stamp[0], nanosec=cmd.state_stamp[1])
             else:
-                m.header.stamp = self.get_clock().now().to_msg()
-            m.effort = eff
-            m.effort_limit = r.effort_limit.tolist()
-            m.clamped = r.clamped.tolist()
-            m.reference_position = r.p_ref.tolist() if r.tracking else self._no_reference
-            m.execution_state = int(r.execution_state)
-            m.source = int(r.source)
-            m.sub_task = r.active_sub_task
-            self._pubs["motor"].publish(m)
-            twist = (r.cmd_vx, r.cmd_wz)
+                stamp = self.get_clock().now().to_msg()
+            self._pubs["motor"].publish(motor_command_message(cmd, self._motor_msg, stamp))
+            twist = (cmd.base_vx, cmd.base_wz)
             if twist != self._last_twist or now - self._last_twist_time >= 0.02:
                 t = Twist()
                 t.linear.x, t.angular.z = twist
                 self._pubs["cmd_vel"].publish(t)
                 self._last_twist = twist
                 self._last_twist_time = now
-            for reason in r.requests:
+            for reason in cmd.requests:
                 self._pubs["request"].publish(String(data=reason))
-            for sound in r.sounds:
+            for sound in cmd.sounds:
                 self._pubs["sound"].publish(String(data=sound))
             self._loop_window_ticks += 1
             mono = time.monotonic()
@@ -294,13 +286,8 @@ class RouterNode(LifecycleNode):
         r = self.router
         if not self._active or r is None:
             return
-        s = r.status()
-        msg = RouterStatus()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        for k, v in s.items():
-            setattr(msg, k, v)
-        msg.loop_hz = float(self._loop_hz)
-        self._pubs["status"].publish(msg)
+        self._pubs["status"].publish(router_status_message(r.status(), self.get_clock().now().to_msg(),
+                                                           self._loop_hz))
 
     # ------------------------------------------------------------------ subscriptions
     def _on_joint_state(self, msg: JointState) -> None:
@@ -322,7 +309,7 @@ class RouterNode(LifecycleNode):
         if r is not None:
             p = msg.pose.pose
             try:
-                yaw = _yaw(p.orientation)
+                yaw = yaw_from_quaternion(p.orientation)
             except (ValueError, OverflowError):
                 yaw = math.nan
             r.set_odom(p.position.x, p.position.y, yaw, msg.twist.twist.linear.x, msg.twist.twist.angular.z,
@@ -363,53 +350,20 @@ class RouterNode(LifecycleNode):
                 self._logged_inactive = True
                 self.get_logger().warning("decision received while inactive: ignored (activate the router first)")
             return
-        r.submit_decision(msg.intent, decision_arguments(msg.arguments), msg.trigger, self._now())
+        r.submit_decision(msg.intent, arguments_to_dict(msg.arguments), msg.trigger, self._now())
+
+
+def _executor(node: RouterNode) -> Executor:
+    # Python callbacks share the GIL, so extra executor threads add dispatch cost, not parallelism;
+    # the control timer keeps its own callback group either way.
+    if str(node.get_parameter("executor").value) == "multi":
+        return MultiThreadedExecutor(num_threads=3)
+    return SingleThreadedExecutor()
 
 
 def main(args: Optional[List[str]] = None) -> int:
     """Run the router; SIGINT/SIGTERM deactivate it (zero effort) before shutting down in order."""
-    import signal
-
-    from rclpy.signals import SignalHandlerOptions
-
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    node = RouterNode()
-    # Python callbacks share the GIL, so extra executor threads add dispatch cost, not parallelism;
-    # the control timer keeps its own callback group either way.
-    if str(node.get_parameter("executor").value) == "multi":
-        executor = MultiThreadedExecutor(num_threads=3)
-    else:
-        executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-
-    def spin() -> None:
-        try:
-            executor.spin()
-        except (ExternalShutdownException, Exception):  # noqa: BLE001 - torn down during shutdown
-            if not stop.is_set():
-                stop.set()
-
-    thread = threading.Thread(target=spin, name="router-spin", daemon=True)
-    thread.start()
-    node.maybe_autostart()
-    try:
-        while not stop.wait(0.2):
-            pass
-    finally:
-        try:
-            if node._active:
-                node.trigger_deactivate()  # zero effort while the context is still valid
-        except Exception as exc:  # noqa: BLE001 - best effort on the way out
-            print(f"action_router: deactivate on exit failed: {exc}", file=sys.stderr)
-        executor.shutdown(timeout_sec=2.0)
-        thread.join(timeout=5.0)
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+    return run_lifecycle_node(RouterNode, args, executor_factory=_executor)
 
 
 if __name__ == "__main__":

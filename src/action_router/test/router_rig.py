@@ -1,11 +1,19 @@
 """Shared rig for router tests: a Router closed over the toy plant, stepped at 1 kHz."""
 from __future__ import annotations
 
-import numpy as np
+import re
+
 
 from action_router.params import make_config
 from action_router.plant import JointPlant
 from action_router.router import Router
+
+
+def fault_kind(line: str) -> str:
+    """The kind a fault log line reports (``input fault [kind]: ...``)."""
+    match = re.match(r"input fault \[(\w+)\]", line)
+    assert match, line
+    return match.group(1)
 
 
 class Rig:
@@ -13,7 +21,7 @@ class Rig:
         self.cfg = make_config(overrides)
         self.faults = [] if faults is None else faults
         self.infos = [] if infos is None else infos
-        self.router = Router(self.cfg, fault_report=lambda kind, text: self.faults.append((kind, text)),
+        self.router = Router(self.cfg, fault_report=lambda line: self.faults.append((fault_kind(line), line)),
                              info_report=self.infos.append)
         r = self.router
         self.joints = r.joints
@@ -40,10 +48,10 @@ class Rig:
             r.set_proximity(self.proximity, now=self.now)
             r.tick(self.now)
             if record:
-                self.history.append((self.now, r.effort.copy(), r.source, r.active_sub_task,
-                                     r.execution_state, dict(r.arbiter.sources)))
+                self.history.append((self.now, r.command.effort.copy(), r.command.source, r.command.sub_task,
+                                     r.command.execution_state, dict(r.arbiter.sources)))
             if self.plant is not None:
-                self.plant.step(r.effort)
+                self.plant.step(r.command.effort)
             self.now += self.dt
         return r
 

@@ -80,7 +80,7 @@ def test_router_slip_flag_follows_the_base_not_the_arm():
     r.update_key(rig.now)
     for _ in range(4):                            # confirmed over consecutive keys
         r.update_key(rig.now)
-    assert r.encoder.last_slip_weight < 1.0 and r.status()["slip_detected"]
+    assert r.encoder.last_slip_weight < 1.0 and r.status().slip_detected
 
 
 def test_robots_sharing_a_cache_never_match_each_others_entries():

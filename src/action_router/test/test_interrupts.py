@@ -14,7 +14,7 @@ def test_stack_order_nesting_and_resume_log():
     assert s.depth == 2 and s.top.name == "b"
     s.pop(s.top)
     s.pop(s.top)
-    assert s.log == ["base:open_door", "push:a", "push:b", "pop:b", "resume:a", "pop:a", "resume:open_door"]
+    assert list(s.log) == ["base:open_door", "push:a", "push:b", "pop:b", "resume:a", "pop:a", "resume:open_door"]
     assert s.top.needs_resume
 
 
@@ -40,42 +40,42 @@ def test_person_interrupt_nested_interrupt_and_resume_in_the_router():
     r.submit_decision("open_door")
     rig.step(600, record=True)                       # 0.6 s into approach_handle
     task = r.stack.base()
-    assert r.active_sub_task == "approach_handle"
+    assert r.command.sub_task == "approach_handle"
     # a person comes within 0.5 m: back 10 cm and beep
     rig.proximity = 0.5
     rig.step(1, record=True)
-    assert r.source == SOURCE_INTERRUPT and r.active_sub_task == "retreat_10cm" and "beep" in r.sounds
+    assert r.command.source == SOURCE_INTERRUPT and r.command.sub_task == "retreat_10cm" and "beep" in r.command.sounds
     phase_at_interrupt = task.phase
     assert 0.55 < phase_at_interrupt < 0.65
     rig.step(200, record=True)
-    assert r.cmd_vx < 0 and r.stack.depth == 1
+    assert r.command.base_vx < 0 and r.stack.depth == 1
     # closer still: a nested interrupt freezes everything
     rig.proximity = 0.2
     rig.step(1, record=True)
-    assert r.stack.depth == 2 and r.active_sub_task == "freeze" and r.cmd_vx == 0.0
+    assert r.stack.depth == 2 and r.command.sub_task == "freeze" and r.command.base_vx == 0.0
     rig.step(100, record=True)
     # back to 0.45 m: the inner interrupt clears, the outer one resumes its retreat
     rig.proximity = 0.45
     rig.step(1, record=True)
-    assert r.stack.depth == 1 and r.active_sub_task == "retreat_10cm"
+    assert r.stack.depth == 1 and r.command.sub_task == "retreat_10cm"
     # the person leaves: once the retreat is done the task resumes where it was
     rig.proximity = float("inf")
     assert rig.run_until(lambda r: r.stack.depth == 0, 3.0, record=True)
     rig.step(1, record=True)
-    assert r.source == SOURCE_TASK and r.active_sub_task == "approach_handle"
+    assert r.command.source == SOURCE_TASK and r.command.sub_task == "approach_handle"
     assert task.phase == phase_at_interrupt         # the template phase was kept
-    assert r.stack.log[:7] == ["base:open_door", "push:person_close", "push:person_very_close",
+    assert list(r.stack.log)[:7] == ["base:open_door", "push:person_close", "push:person_very_close",
                                "pop:person_very_close", "resume:person_close", "pop:person_close",
                                "resume:open_door"]
     # resumed from the current state: the reference starts at the measured joint positions
-    assert np.max(np.abs(r.p_ref - rig.plant.q)) < 0.05
-    assert rig.run_until(lambda r: r.active_sub_task == "door_handle_grip", 5.0, record=True)
+    assert np.max(np.abs(r.command.reference_position - rig.plant.q)) < 0.05
+    assert rig.run_until(lambda r: r.command.sub_task == "door_handle_grip", 5.0, record=True)
     # every recorded tick: one source for the arm and the base, and the base never drives forward
     # while an interrupt or a stop commands it
     for now, effort, source, sub, state, sources in rig.history:
         assert sources["arm"] == sources["base"] == source
         assert np.all(np.isfinite(effort))
-    assert r.sounds == [] and sum(1 for h in rig.history if h[2] == SOURCE_INTERRUPT) > 100
+    assert r.command.sounds == () and sum(1 for h in rig.history if h[2] == SOURCE_INTERRUPT) > 100
 
 
 def test_interrupt_sound_is_emitted_once_per_trigger():
@@ -87,7 +87,7 @@ def test_interrupt_sound_is_emitted_once_per_trigger():
     beeps = 0
     for _ in range(300):
         rig.step()
-        beeps += r.sounds.count("beep")
+        beeps += r.command.sounds.count("beep")
     assert beeps == 1
 
 

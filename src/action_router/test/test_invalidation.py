@@ -3,7 +3,7 @@ fail-safe interpolation to the safe-stop set (no step to zero)."""
 import numpy as np
 import pytest
 
-from action_router.cache import ClampMonitor, GripMonitor, TemperatureMonitor
+from action_router.monitors import ClampMonitor, GripMonitor, TemperatureMonitor
 from action_router.router import EXEC_DERATED, EXEC_FAILSAFE, EXEC_NOMINAL, EXEC_STOPPED
 from router_rig import Rig
 
@@ -22,7 +22,7 @@ def test_grip_monitor_needs_the_full_dwell_above_threshold():
 def test_grip_sub_task_done_only_after_15N_for_200ms():
     rig = Rig()
     rig.router.submit_decision("open_door")
-    assert rig.run_until(lambda r: r.active_sub_task == "door_handle_grip", 5.0)
+    assert rig.run_until(lambda r: r.command.sub_task == "door_handle_grip", 5.0)
     rig.feed_wrench = False
     r = rig.router
     r.set_wrench([0, 0, 20.0], now=rig.now)
@@ -30,7 +30,7 @@ def test_grip_sub_task_done_only_after_15N_for_200ms():
     while rig.now - t_on < 0.19:
         r.set_wrench([0, 0, 20.0], now=rig.now)
         rig.step()
-    assert r.active_sub_task == "door_handle_grip" and r.grip_done_count == 0
+    assert r.command.sub_task == "door_handle_grip" and r.grip_done_count == 0
     while r.grip_done_count == 0 and rig.now - t_on < 0.25:
         r.set_wrench([0, 0, 20.0], now=rig.now)
         rig.step()
@@ -38,13 +38,13 @@ def test_grip_sub_task_done_only_after_15N_for_200ms():
     assert rig.now - t_on >= 0.2 - 1e-6
     r.set_wrench([0, 0, 20.0], now=rig.now)
     rig.step(2)
-    assert r.active_sub_task == "pull_door"
+    assert r.command.sub_task == "pull_door"
 
 
 def test_grip_done_in_closed_loop_with_the_plant():
     rig = Rig()
     rig.router.submit_decision("open_door")
-    assert rig.run_until(lambda r: r.active_sub_task == "pull_door", 6.0)
+    assert rig.run_until(lambda r: r.command.sub_task == "pull_door", 6.0)
     assert rig.router.grip_done_count == 1
     assert any("grip held" in line for line in rig.infos)
 
@@ -64,16 +64,16 @@ def test_router_derates_a_hot_motor_and_lowers_its_limit():
     r.submit_decision("hold_position")
     rig.step(50)
     j = r.joint_index["arm_shoulder_lift"]
-    nominal = r.effort_limit[j]
-    assert r.execution_state == EXEC_NOMINAL
+    nominal = r.command.effort_limit[j]
+    assert r.command.execution_state == EXEC_NOMINAL
     r.set_temperature("arm_shoulder_lift", 75.0)
     rig.step(2)
-    assert r.execution_state == EXEC_DERATED and r.derate_count == 1
-    assert r.effort_limit[j] == pytest.approx(nominal * float(rig.cfg["derate_limit_scale"]))
+    assert r.command.execution_state == EXEC_DERATED and r.derate_count == 1
+    assert r.command.effort_limit[j] == pytest.approx(nominal * float(rig.cfg["derate_limit_scale"]))
     assert r.execution.gains[j].p == pytest.approx(rig.cfg.gains["arm_shoulder_lift"].p * float(rig.cfg["derate_gain_scale"]))
     r.set_temperature("arm_shoulder_lift", 60.0)
     rig.step(2)
-    assert r.execution_state == EXEC_NOMINAL and r.effort_limit[j] == nominal
+    assert r.command.execution_state == EXEC_NOMINAL and r.command.effort_limit[j] == nominal
 
 
 def test_actuator_feedback_flips_the_confidence_bit():
@@ -83,14 +83,14 @@ def test_actuator_feedback_flips_the_confidence_bit():
     r.submit_decision("hold_position")
     for k in range(200):
         # the drive reports 30 N m more than commanded on joint 0
-        eff = r.effort.copy()
+        eff = r.command.effort.copy()
         eff[0] += 30.0
         r.set_joint_state(J, np.zeros(5), np.zeros(5), eff, now=rig.now)
         r.tick(rig.now)
         rig.now += 0.001
     assert r.confidence.flips >= 1 and not r.execution.confidence[0] and r.execution.confidence[1]
     for k in range(100):
-        r.set_joint_state(J, np.zeros(5), np.zeros(5), r.effort.copy(), now=rig.now)
+        r.set_joint_state(J, np.zeros(5), np.zeros(5), r.command.effort.copy(), now=rig.now)
         r.tick(rig.now)
         rig.now += 0.001
     assert r.execution.confidence[0] and r.confidence.flips >= 2
@@ -106,8 +106,8 @@ def test_persistent_clamping_sets_the_failure_flag_and_ramps_without_a_step():
     for k in range(1500):
         r.set_joint_state(J, np.zeros(5), np.zeros(5), [], now=rig.now)
         r.tick(rig.now)
-        efforts.append(r.effort.copy())
-        states.append(r.execution_state)
+        efforts.append(r.command.effort.copy())
+        states.append(r.command.execution_state)
         rig.now += 0.001
     efforts = np.array(efforts)
     assert r.failsafe_count == 1 and r.execution.failure
@@ -118,12 +118,12 @@ def test_persistent_clamping_sets_the_failure_flag_and_ramps_without_a_step():
     steps = np.abs(np.diff(efforts[first_fail - 1:first_fail + 250], axis=0)).max(axis=0)
     # linear ramp over 0.2 s at 1 kHz: each step at most 1/200 of the starting effort (+ rounding)
     assert np.all(steps <= before / 200.0 * 1.01 + 1e-9)
-    assert np.all(r.pid.i_term == 0.0)             # integrators cleared
+    assert np.all(r.level3.pid.i_term == 0.0)             # integrators cleared
     # a new decision re-arms
     r.submit_decision("hold_position")
     r.set_joint_state(J, np.zeros(5), np.zeros(5), [], now=rig.now)
     r.tick(rig.now)
-    assert not r.execution.failure and r.execution_state == EXEC_NOMINAL
+    assert not r.execution.failure and r.command.execution_state == EXEC_NOMINAL
 
 
 def test_stale_joint_states_fail_safe():
@@ -131,12 +131,11 @@ def test_stale_joint_states_fail_safe():
     r = rig.router
     r.submit_decision("hold_position")
     rig.step(100)
-    plant = rig.plant
     rig.plant = None                               # the joint state publisher dies
     rig.step(400)
     assert r.execution.failure and r.failsafe_count == 1
     assert r.faults.counts.get("joint_state_timeout") == 1
-    assert np.all(r.effort == 0.0) and r.execution_state == EXEC_STOPPED
+    assert np.all(r.command.effort == 0.0) and r.command.execution_state == EXEC_STOPPED
 
 
 def test_clamp_monitor_persistence():
@@ -151,12 +150,12 @@ def test_clamp_monitor_persistence():
 def test_level2_writes_the_sub_task_torque_limits_into_the_execution_layer():
     rig = Rig()
     r = rig.router
-    r.submit_decision("pick_object")
-    assert rig.run_until(lambda r: r.active_sub_task == "grip_object", 5.0)
+    r.submit_decision("pick_object", {"object": "box"})   # every declared argument is required
+    assert rig.run_until(lambda r: r.command.sub_task == "grip_object", 5.0)
     rig.step(2)
     g = r.joint_index["gripper"]
-    assert r.effort_limit[g] == 20.0                     # grip_object: effort_limit gripper 20
-    assert rig.run_until(lambda r: r.active_sub_task == "lift_object", 5.0)
+    assert r.command.effort_limit[g] == 20.0                     # grip_object: effort_limit gripper 20
+    assert rig.run_until(lambda r: r.command.sub_task == "lift_object", 5.0)
     rig.step(2)
-    assert r.effort_limit[r.joint_index["arm_shoulder_lift"]] == 40.0   # min(60, 40)
-    assert r.effort_limit[g] == 25.0                     # back to the joint's own limit
+    assert r.command.effort_limit[r.joint_index["arm_shoulder_lift"]] == 40.0   # min(60, 40)
+    assert r.command.effort_limit[g] == 25.0                     # back to the joint's own limit

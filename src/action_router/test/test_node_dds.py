@@ -9,7 +9,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 

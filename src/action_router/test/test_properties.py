@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from action_router.params import make_config
 from action_router.router import Router
+from router_rig import fault_kind
 
 CFG = make_config()
 JOINTS = list(CFG.joints)
@@ -55,7 +56,7 @@ def event(draw):
 
 
 LOGGED = []
-ROUTER = Router(CFG, fault_report=lambda kind, text: LOGGED.append(kind))
+ROUTER = Router(CFG, fault_report=lambda line: LOGGED.append(fault_kind(line)))
 CLOCK = [0.0]
 
 
@@ -85,13 +86,13 @@ def apply(r, ev, now):
 
 
 def check(r):
-    assert np.all(np.isfinite(r.effort))
-    assert np.all(np.abs(r.effort) <= r.effort_limit + 1e-12)
-    assert np.all(r.effort_limit <= r.effort_max + 1e-12) and np.all(r.effort_limit >= 0)
-    assert math.isfinite(r.cmd_vx) and abs(r.cmd_vx) <= float(CFG["base_max_linear"]) + 1e-12
-    assert math.isfinite(r.cmd_wz) and abs(r.cmd_wz) <= float(CFG["base_max_angular"]) + 1e-12
-    assert np.all(np.isfinite(r.p_ref)) and np.all(np.isfinite(r.v_ref))
-    assert r.arbiter.sources["arm"] == r.arbiter.sources["base"] == r.source
+    assert np.all(np.isfinite(r.command.effort))
+    assert np.all(np.abs(r.command.effort) <= r.command.effort_limit + 1e-12)
+    assert np.all(r.command.effort_limit <= r.effort_max + 1e-12) and np.all(r.command.effort_limit >= 0)
+    assert math.isfinite(r.command.base_vx) and abs(r.command.base_vx) <= float(CFG["base_max_linear"]) + 1e-12
+    assert math.isfinite(r.command.base_wz) and abs(r.command.base_wz) <= float(CFG["base_max_angular"]) + 1e-12
+    assert np.all(np.isfinite(r.command.reference_position)) and np.all(np.isfinite(r.command.reference_velocity))
+    assert r.arbiter.sources["arm"] == r.arbiter.sources["base"] == r.command.source
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
@@ -121,7 +122,7 @@ def test_each_kind_of_fault_was_logged_exactly_once():
 
 def test_garbage_only_leaves_the_router_in_a_safe_zero_state():
     faults = []
-    r = Router(CFG, fault_report=lambda kind, text: faults.append(kind))
+    r = Router(CFG, fault_report=lambda line: faults.append(fault_kind(line)))
     r.submit_decision("open_door")
     for k in range(200):
         r.set_joint_state(JOINTS, [float("nan")] * 5, [0.0] * 5, [], now=k * 0.001)
@@ -129,6 +130,6 @@ def test_garbage_only_leaves_the_router_in_a_safe_zero_state():
         r.set_imu([float("inf")] * 3, [0.0] * 3, now=k * 0.001)
         r.tick(k * 0.001)
         check(r)
-        assert np.all(r.effort == 0.0) and r.cmd_vx == 0.0
+        assert np.all(r.command.effort == 0.0) and r.command.base_vx == 0.0
     assert sorted(faults) == ["imu_invalid", "joint_state_length", "joint_state_nonfinite"]
     assert r.faults.total == 600

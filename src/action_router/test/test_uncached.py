@@ -23,7 +23,7 @@ def tick_with(rig, q, qd):
     r = rig.router
     r.set_joint_state(rig.joints, q, qd, [], now=rig.now)
     r.tick(rig.now)
-    return r.p_ref.copy(), r.v_ref.copy()
+    return r.command.reference_position.copy(), r.command.reference_velocity.copy()
 
 
 def test_uncached_mode_completes_a_sub_task_in_the_toy_closed_loop():
@@ -32,9 +32,9 @@ def test_uncached_mode_completes_a_sub_task_in_the_toy_closed_loop():
     rig.router.submit_decision("open_door")
     assert rig.run_until(lambda r: r.subtasks_completed >= 1, max_s=6.0)
     r = rig.router
-    assert r.active_sub_task == "door_handle_grip"          # approach_handle reached and settled
-    assert r.failsafe_count == 0 and r.unknown_scene_count == 0
-    assert r.behaviour.hits == 0 and r.behaviour.lookups > 1000   # level 2 never served a cached segment
+    assert r.command.sub_task == "door_handle_grip"          # approach_handle reached and settled
+    assert r.failsafe_count == 0 and r.level1.unknown_scene_count == 0
+    assert r.level2.behaviour.hits == 0 and r.level2.behaviour.lookups > 1000   # level 2 never served a cached segment
     assert r.execution.hit_rate == 0.0                      # level 3 rebuilt every tick
 
 
@@ -44,17 +44,18 @@ def test_uncached_reference_is_replanned_from_every_ticks_measurement():
     hits = []
     for _ in range(50):
         rig.step()
-        hits.append(r.l2_hit)
+        hits.append(r.command.l2_hit)
         # the reference is exactly a fresh segment from this tick's measured state
         top = r.stack.top
         st = r.subtasks[top.current]
         tau = top.phase + (rig.now - rig.dt - top.run_since)
-        pl = SegmentPlanner(r.n, 0.05, 100, 0.05, r.q_min, r.q_max, r.v_max)
-        anchored = r.behaviour.anchored[:r.behaviour.n_ctrl]
+        pl = SegmentPlanner(r.n, 0.05, 100, 0.05, r.level2.q_min, r.level2.q_max, r.level2.v_max)
+        anchored = r.level2.behaviour.anchored[:r.level2.behaviour.n_ctrl]
         k0 = int(round(tau / pl.ds))
         p0, v0 = pl.template_state(st.template, anchored, k0)
-        pl.plan(st.template, anchored, k0, 0.0, r._js["pos"] - p0, r._js["vel"] - v0)
-        assert np.allclose(r.p_ref, pl.pos[2], atol=1e-12) and np.allclose(r.v_ref, pl.vel[2], atol=1e-12)
+        snap = r.inputs.snapshot()                   # what this tick measured (nothing written since)
+        pl.plan(st.template, anchored, k0, 0.0, snap.joint_pos - p0, snap.joint_vel - v0)
+        assert np.allclose(r.command.reference_position, pl.pos[2], atol=1e-12) and np.allclose(r.command.reference_velocity, pl.vel[2], atol=1e-12)
     assert not any(hits)
 
 
@@ -68,9 +69,9 @@ def test_this_ticks_measurement_moves_the_uncached_reference_but_not_the_cached_
         q2[0] += OFFSET
         pb, _ = tick_with(b, q2, qd.copy())
         if cache:
-            assert b.router.l2_hit and np.array_equal(pa, pb)   # the cached segment ignores the noise
+            assert b.router.command.l2_hit and np.array_equal(pa, pb)   # the cached segment ignores the noise
         else:
-            assert not b.router.l2_hit
+            assert not b.router.command.l2_hit
             assert abs((pb - pa)[0] - OFFSET * h00) < 1e-9
             assert np.array_equal(pa[1:], pb[1:])
 

@@ -1,0 +1,72 @@
+"""What the router hands out: one ``Command`` per tick and a ``RouterStatusSnapshot`` (plain module).
+
+Both are frozen; their arrays are copies marked read-only, so a caller may keep them across ticks.
+The router node maps each onto its message in one function (``router_node.motor_command_message``,
+``router_node.router_status_message``); the status field names are RouterStatus's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Tuple
+
+import numpy as np
+
+
+def frozen_copy(values: np.ndarray) -> np.ndarray:
+    out = np.array(values, copy=True)
+    out.flags.writeable = False
+    return out
+
+
+@dataclass(frozen=True)
+class Command:
+    effort: np.ndarray                  # per joint, in the order of ``joints``
+    effort_limit: np.ndarray            # limit applied this tick
+    clamped: np.ndarray                 # bool: PID output clamped to the limit
+    reference_position: np.ndarray      # level 2's reference (meaningful when ``tracking``)
+    reference_velocity: np.ndarray
+    tracking: bool                      # a trajectory reference is tracked this tick
+    base_vx: float                      # cmd_vel linear x [m/s]
+    base_wz: float                      # cmd_vel angular z [rad/s]
+    execution_state: int                # MotorCommand.EXEC_*
+    source: int                         # MotorCommand.SOURCE_*, the same for every actuator group
+    intent: str                         # the running task's intent ("" when idle or not a task)
+    sub_task: str                       # the running sub-task ("" when none)
+    l1_hit: bool                        # last level-1 match hit
+    l2_hit: bool                        # level 2 served the cached segment this tick
+    l3_clamped: bool                    # level 3 clamped at least one joint this tick
+    l1_us: float                        # compute time of this tick's stages [us]
+    l2_us: float
+    l3_us: float
+    state_stamp: Tuple[int, int]        # header stamp (sec, nanosec) of the joint state used
+    requests: Tuple[str, ...]           # decision requests raised this tick
+    sounds: Tuple[str, ...]             # sounds to play, raised this tick
+
+
+@dataclass(frozen=True)
+class RouterStatusSnapshot:
+    active_intent: str
+    active_sub_task: str
+    zone: str
+    match_similarity: float
+    match_threshold: float
+    l1_hit: bool
+    l2_hit: bool
+    l3_clamped: bool
+    l1_us: float
+    l2_us: float
+    l3_us: float
+    task_hit_rate: float
+    behaviour_hit_rate: float
+    execution_hit_rate: float
+    interrupt_depth: int
+    execution_state: int
+    unknown_scene_count: int
+    grip_done_count: int
+    derate_count: int
+    confidence_flips: int
+    failsafe_count: int
+    input_faults: int
+    slip_detected: bool
+    slip_events: int
+    odom_weight: float
