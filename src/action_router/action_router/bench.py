@@ -209,12 +209,8 @@ def run_e2e(seconds: float, discovery_timeout: float = 30.0, extra: Optional[Lis
     from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
     from csr_llm_core.ros.spin import spinning
 
-    cfg_file = Path(make_config().params.get("subtasks_file") or "")  # noqa: F841 - config dir check
-    from .params import repo_config_dir
-    params = repo_config_dir() / "action_router.yaml"
+    # no parameter file: the node's defaults and this workspace's config/ files are what is measured
     cmd = [sys.executable, "-m", "action_router.router_node", "--ros-args"]
-    if params.is_file():
-        cmd += ["--params-file", str(params)]
     cmd += ["-p", "autostart:=true", "-p", "command_stamp:=state", "-r", "__node:=router_bench"]
     for item in extra or []:
         cmd += ["-p", item]

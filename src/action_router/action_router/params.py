@@ -2,6 +2,9 @@
 
 Every parameter is a flat ROS 2 parameter of the router node (see config/action_router.yaml);
 the same names build a ``RouterConfig`` for the plain ``Router`` in tests and the benchmark.
+Joints, their limits, the base limits, the controller name and the PID gains default to the robot
+description file (``robot_description_file``, the file the simulator reads too); parameters given
+explicitly still override it.
 PID gains use control_toolbox names: ``gains.<joint>.{p,i,d,i_clamp_max,i_clamp_min,u_clamp_max,
 u_clamp_min,antiwindup_strategy}`` (plus ``tracking_time_constant``, ``error_deadband``).
 """
@@ -15,10 +18,10 @@ from typing import Any, Dict, List, Mapping, Optional
 import yaml
 
 from csr_llm_core.catalogue import IntentCatalogue
+from csr_llm_core.paths import expand_path
+from csr_llm_core.robot_description import GAIN_DEFAULTS, RobotDescription, load_robot_description
 
 from .pid import Gains, gains_from_params
-
-DEFAULT_JOINTS = ["arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper"]
 
 # Sub-task fields a decision argument can set (argument_bindings): base_speed is read by level 3
 # (|vx| of the base, the template's sign kept), base_distance by the base_distance done mode.
@@ -26,8 +29,7 @@ ARGUMENT_FIELDS = ("base_speed", "base_distance")
 
 # name -> default (type follows the default; lists of float are double arrays)
 DEFAULTS: Dict[str, Any] = {
-    "joints": list(DEFAULT_JOINTS),
-    "controller_name": "arm_controller",
+    "robot_description_file": "",        # "" = config/robot_description.yaml of this workspace
     "robot_id": "robot",
     "autostart": False,
     "tick_source": "timer",             # timer: control_hz timer; joint_states: one tick per joint state
@@ -46,12 +48,6 @@ DEFAULTS: Dict[str, Any] = {
     "replan_error": 0.5,                 # rad: re-plan from the measured state above this error
     "settle_tolerance": 0.03,            # rad: a trajectory sub-task is done when settled this close
     "idle_hold": True,                   # after a task completes, hold the pose (else zero effort)
-    "position_min": [-3.0, -2.0, -2.6, -3.0, 0.0],
-    "position_max": [3.0, 2.0, 2.6, 3.0, 0.08],
-    "velocity_max": [1.5, 1.5, 2.0, 2.5, 0.2],
-    "effort_max": [40.0, 60.0, 35.0, 15.0, 25.0],
-    "base_max_linear": 0.5,
-    "base_max_angular": 1.0,
     "grip_force_threshold": 15.0,
     "grip_dwell_s": 0.2,
     "temperature_limit": 70.0,
@@ -82,17 +78,6 @@ DEFAULTS: Dict[str, Any] = {
     "intents_file": "",
 }
 
-DEFAULT_GAINS: Dict[str, Dict[str, Any]] = {
-    "arm_shoulder_pan": {"p": 120.0, "i": 20.0, "d": 8.0},
-    "arm_shoulder_lift": {"p": 200.0, "i": 40.0, "d": 12.0},
-    "arm_elbow": {"p": 120.0, "i": 20.0, "d": 6.0},
-    "arm_wrist": {"p": 40.0, "i": 5.0, "d": 1.5},
-    "gripper": {"p": 400.0, "i": 0.0, "d": 10.0},
-}
-GAIN_FALLBACK = {"p": 50.0, "i": 0.0, "d": 2.0}
-GAIN_COMMON = {"i_clamp_max": 5.0, "i_clamp_min": -5.0, "antiwindup_strategy": "conditional_integration"}
-
-
 def repo_config_dir() -> Path:
     """config/ of the workspace (env CSR_LLM_CONFIG_DIR overrides)."""
     env = os.environ.get("CSR_LLM_CONFIG_DIR")
@@ -105,13 +90,18 @@ def repo_config_dir() -> Path:
     return here.parents[3] / "config"
 
 
-def default_gain_params(joints: List[str]) -> Dict[str, Any]:
-    out = {}
-    for joint in joints:
-        g = dict(GAIN_COMMON)
-        g.update(DEFAULT_GAINS.get(joint, GAIN_FALLBACK))
-        for k, v in g.items():
-            out[f"gains.{joint}.{k}"] = v
+def robot_description(overrides: Optional[Mapping[str, Any]] = None) -> RobotDescription:
+    path = expand_path(str((overrides or {}).get("robot_description_file") or ""))
+    return load_robot_description(path or repo_config_dir() / "robot_description.yaml")
+
+
+def description_defaults(description: RobotDescription) -> Dict[str, Any]:
+    """The parameters the robot description sets: joints, limits, base limits, controller, gains."""
+    out: Dict[str, Any] = {"joints": description.joint_names, "controller_name": description.controller_name,
+                           "base_max_linear": description.base_max_linear,
+                           "base_max_angular": description.base_max_angular}
+    out.update(description.limits())
+    out.update(description.gain_parameters())
     return out
 
 
@@ -148,8 +138,10 @@ def load_yaml(path: Path) -> dict:
 
 def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
     """Defaults <- overrides (flat parameter names) <- config files; validated."""
-    params = dict(DEFAULTS)
     overrides = dict(overrides or {})
+    described = description_defaults(robot_description(overrides))
+    params = dict(DEFAULTS)
+    params.update({k: v for k, v in described.items() if not k.startswith("gains.")})
     params.update({k: v for k, v in overrides.items() if not k.startswith("gains.")})
     joints = [str(j) for j in params["joints"]]
     if not joints or len(set(joints)) != len(joints):
@@ -170,7 +162,8 @@ def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
         raise ValueError("control_hz and key_hz must be > 0")
     if int(params["samples"]) < 2 or not float(params["horizon_s"]) > 0:
         raise ValueError("samples >= 2 and horizon_s > 0")
-    gain_params = default_gain_params(joints)
+    gain_params = {f"gains.{j}.{k}": v for j in joints for k, v in GAIN_DEFAULTS.items()}   # undescribed joints
+    gain_params.update({k: v for k, v in described.items() if k.startswith("gains.") and k.split(".")[1] in joints})
     gain_params.update({k: v for k, v in overrides.items() if k.startswith("gains.")})
     gains = gains_from_params(joints, gain_params)
     params.update(gain_params)

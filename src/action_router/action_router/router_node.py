@@ -38,7 +38,7 @@ from csr_llm_core.ros.params import declare_all, parameter_values
 from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
 
 from .outputs import Command, RouterStatusSnapshot
-from .params import DEFAULTS, default_gain_params, make_config
+from .params import DEFAULTS, description_defaults, make_config, robot_description
 from .router import Router
 
 
@@ -79,7 +79,9 @@ class RouterNode(LifecycleNode):
         self._stamp_with_state = False
         super().__init__(node_name, **kwargs)
         declare_all(self, DEFAULTS)
-        declare_all(self, default_gain_params([str(j) for j in self.get_parameter("joints").value]))
+        # joints, limits and gains default to the robot description (the simulator's too)
+        declare_all(self, description_defaults(robot_description(
+            {"robot_description_file": self.get_parameter("robot_description_file").value})))
         self.router: Optional[Router] = None
         self._lock = threading.Lock()
         self._active = False

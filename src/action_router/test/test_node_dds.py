@@ -77,10 +77,16 @@ def run_checks(node, efforts, motors, statuses, js_pub, dec_pub, get_state, chan
     assert recent > 200
 
 
+FILES = {"robot_description": "robot_description.yaml", "subtasks": "router_subtasks.yaml", "intents": "intents.yaml"}
+
+
 def test_router_node_across_processes_at_1khz():
     env = dict(os.environ)
     cmd = [sys.executable, "-m", "action_router.router_node", "--ros-args",
            "--params-file", str(REPO / "config" / "action_router.yaml"),
+           # the file names its config files relative to config/ (as profiles resolve them)
+           *[arg for name in ("robot_description", "subtasks", "intents")
+             for arg in ("-p", f"{name}_file:={REPO / 'config' / FILES[name]}")],
            "-p", "autostart:=true", "-p", "command_stamp:=state", "-r", "__node:=router_under_test",
            # this test is about flow and lifecycle; on a loaded 2-core machine the Python publisher
            # here can stall > 100 ms (staleness itself is covered by test_invalidation.py)

@@ -1,19 +1,21 @@
 """MuJoCo simulator physics (plain module, no ROS): tracking, effort clipping, grip, slip, heat."""
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from csr_llm_bringup.sim.robot_model import APPROACH_HANDLE_POSE, JOINTS
+from csr_llm_core.robot_description import load_robot_description
 from csr_llm_bringup.sim.simulator import Simulator
 from csr_llm_bringup.sim.thermal import ThermalModel
 
-# the router's gains (config/action_router.yaml): p, i, d per joint; i-term clamped to +-5
-KP = np.array([120.0, 200.0, 120.0, 40.0, 400.0])
-KI = np.array([20.0, 40.0, 20.0, 5.0, 0.0])
-KD = np.array([8.0, 12.0, 6.0, 1.5, 10.0])
-EFFORT_MAX = np.array([40.0, 60.0, 35.0, 15.0, 25.0])
+# the router's gains and limits (config/robot_description.yaml); i-term clamped to +-5
+_ROBOT = load_robot_description(Path(__file__).resolve().parents[3] / "config" / "robot_description.yaml")
+_JOINTS = {j.name: j for j in _ROBOT.joints}
+KP, KI, KD = (np.array([float(_JOINTS[name].gains[k]) for name in JOINTS]) for k in ("p", "i", "d"))
+EFFORT_MAX = np.array([_JOINTS[name].effort_max for name in JOINTS])
 
 
 def bspline_path(control_points, duration):
