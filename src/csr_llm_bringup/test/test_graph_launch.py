@@ -110,7 +110,12 @@ def test_profile_parameters_merge_files_then_inline_then_overrides():
     assert "evict_ratio" not in reasoning.parameters                 # the code default applies
     router = profile.node("action_router")
     assert router.lifecycle and router.parameters["autostart"] is True
-    assert router.parameters["gains"]["arm_elbow"]["p"] > 0          # nested control_toolbox gains kept
+    # joints, limits and gains come from the robot description the simulator reads too
+    assert router.parameters["robot_description_file"] == str(profile.path.parent / "robot_description.yaml")
+    assert profile.node("simulator").parameters["robot_description_file"] == \
+        router.parameters["robot_description_file"]
+    overridden = load_profile("sim", {"action_router": {"gains": {"arm_elbow": {"p": 99.0}}}})
+    assert overridden.node("action_router").parameters["gains"]["arm_elbow"]["p"] == 99.0   # nested gains kept
 
 
 def test_bad_profiles_and_overrides_are_clear_errors(tmp_path):
