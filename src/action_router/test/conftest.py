@@ -1,10 +1,6 @@
-# Every test run keeps DDS on loopback, in a domain of its own.
-from csr_llm_core.ros.dds_env import localhost_dds_env
+"""Test helpers of this package (router_rig.py) import by name under --import-mode=importlib;
+the shared set-up (loopback DDS, paths, catalogue) is the repository's root conftest.py."""
+import sys
+from pathlib import Path
 
-localhost_dds_env()
-
-# Test helpers (router_rig.py) import by name under --import-mode=importlib.
-import sys as _sys
-from pathlib import Path as _Path
-
-_sys.path.insert(0, str(_Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))

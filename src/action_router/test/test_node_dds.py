@@ -18,18 +18,13 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
 from csr_llm_core.ros.spin import spinning
+from csr_llm_core.ros.testing import wait_for
+import pytest
+
+pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
 
 REPO = Path(__file__).resolve().parents[3]
 JOINTS = ["arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper"]
-
-
-def wait_for(pred, timeout):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def run_checks(node, efforts, motors, statuses, js_pub, dec_pub, get_state, change):

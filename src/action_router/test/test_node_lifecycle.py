@@ -9,6 +9,9 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Float64MultiArray
 from csr_llm_core.ros.spin import spinning
 from action_router.router_node import RouterNode
+import pytest
+
+pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
 
 OK = TransitionCallbackReturn.SUCCESS
 

@@ -177,7 +177,7 @@ def load_llama(model_path: Optional[PathLike] = None, *, n_ctx: int = 4096, n_th
     """A llama_cpp.Llama on the given (or default) model, with an explicit thread count.
 
     llama.cpp uses OpenMP here; more threads than free cores slows it down by 10x or more, so the
-    thread count is always explicit (see DESIGN.md).
+    thread count is always explicit (docs/architecture.md, "Threads").
     """
     path = resolve_model_path(model_path)
     try:
