@@ -15,6 +15,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, cast
 import numpy as np
 from rosbags.highlevel import AnyReader
 
+from csr_llm_core.ros.stamps import stamp_to_sec
+
 from .bags import typestore
 
 DECISION_TOPIC = "/decision"
@@ -42,7 +44,7 @@ class RunOutputs:
 
 
 def _stamp(header) -> float:
-    return header.stamp.sec + header.stamp.nanosec * 1e-9
+    return stamp_to_sec(header.stamp)
 
 
 def _argument_value(arg):

@@ -42,7 +42,7 @@ from csr_llm_core.paths import expand_path
 from csr_llm_core.robot_description import load_robot_description
 from csr_llm_core.ros.node import run_node
 from csr_llm_core.ros.params import declare_dataclass
-from csr_llm_core.ros.stamps import stamp_to_sec
+from csr_llm_core.ros.stamps import NS_PER_S, sec_to_ns, stamp_to_sec
 
 from ..paths import config_dir
 from .lockstep import Lockstep, Pacer
@@ -235,9 +235,8 @@ class SimulatorNode(Node):
     # ------------------------------------------------------------------ physics thread
     def _set_stamp(self) -> None:
         steps = self.sim.steps
-        ns = int(round(steps * self.sim.dt * 1e9))
-        self.stamp.sec = ns // 1_000_000_000
-        self.stamp.nanosec = ns % 1_000_000_000
+        # integer steps * dt in integer nanoseconds: the same stamp for the same step in every run
+        self.stamp.sec, self.stamp.nanosec = divmod(sec_to_ns(steps * self.sim.dt), NS_PER_S)
 
     def _run(self) -> None:
         try:
