@@ -59,6 +59,11 @@ class AggregatorConfig:
     sources: Dict[str, TopicSpec] = field(default_factory=lambda: dict(DEFAULT_SOURCES))
     max_event_chars: int = 300
     watermark_period: float = 0.5    # s of sample time between watermarks (0: none); match 1/decision_hz
+    # a sample stamped this far ahead of the node clock is rejected (one stamp from the future
+    # would otherwise move every window and watermark past the stream's real time)
+    future_tolerance_s: float = 1.0
+    # a sample stamped this far behind the newest accepted one is rejected (stale or replayed)
+    max_lag_s: float = 10.0
 
     def specs(self) -> List[TopicSpec]:
         return list(self.sources.values())
@@ -141,7 +146,7 @@ class Aggregator:
     """
 
     def __init__(self, specs: Sequence[TopicSpec], *, max_event_chars: int = 300, first_seq: int = 0,
-                 watermark_period: float = 0.0):
+                 watermark_period: float = 0.0, future_tolerance_s: float = math.inf, max_lag_s: float = math.inf):
         self.topics: Dict[str, _TopicState] = {}
         for spec in specs:
             if spec.type not in TOPIC_TYPES:
@@ -155,6 +160,19 @@ class Aggregator:
         self._next_watermark: Optional[float] = None
         self._window: List[ChunkOut] = []        # continuous summaries held until the next watermark
         self.last_sample_stamp: Optional[float] = None
+        self.future_tolerance_s = float(future_tolerance_s)
+        self.max_lag_s = float(max_lag_s)
+
+    def check_stamp(self, stamp: float, now: Optional[float] = None) -> None:
+        """SampleError for a stamp that is not finite, ahead of the clock ``now`` (when known, i.e.
+        > 0) by more than future_tolerance_s, or behind the newest accepted sample by more than
+        max_lag_s. Call before ``watermark``/``on_sample``: a rejected sample moves nothing."""
+        if not math.isfinite(stamp):
+            raise SampleError(f"non-finite stamp {stamp!r}")
+        if now is not None and now > 0 and stamp > now + self.future_tolerance_s:
+            raise SampleError(f"stamp {stamp:.3f} s is {stamp - now:.3f} s ahead of the clock")
+        if self.last_sample_stamp is not None and stamp < self.last_sample_stamp - self.max_lag_s:
+            raise SampleError(f"stamp {stamp:.3f} s is {self.last_sample_stamp - stamp:.3f} s behind the stream")
 
     def _emit(self, chunk: ChunkOut) -> ChunkOut:
         chunk.seq = self.next_seq

@@ -59,7 +59,9 @@ def declare_config(node: Node) -> AggregatorConfig:
     return AggregatorConfig(
         sources=sources,
         max_event_chars=int(node.declare_parameter("max_event_chars", defaults.max_event_chars).value),
-        watermark_period=float(node.declare_parameter("watermark_period", defaults.watermark_period).value))
+        watermark_period=float(node.declare_parameter("watermark_period", defaults.watermark_period).value),
+        future_tolerance_s=float(node.declare_parameter("future_tolerance_s", defaults.future_tolerance_s).value),
+        max_lag_s=float(node.declare_parameter("max_lag_s", defaults.max_lag_s).value))
 
 
 class AggregatorNode(Node):
@@ -68,7 +70,8 @@ class AggregatorNode(Node):
         config = declare_config(self)
         specs = config.specs()
         self.aggregator = Aggregator(specs, max_event_chars=config.max_event_chars,
-                                     watermark_period=config.watermark_period)
+                                     watermark_period=config.watermark_period,
+                                     future_tolerance_s=config.future_tolerance_s, max_lag_s=config.max_lag_s)
         self.faults = FaultLog(self.get_logger().warning, counted_in="the aggregator (not logged)")
         self._lock = threading.Lock()   # one sequence, whatever thread a callback runs on
         self.publisher = self.create_publisher(StateChunk, "state_chunks", qos.CHUNK_STREAM)
@@ -100,13 +103,15 @@ class AggregatorNode(Node):
             sample = to_sample(spec.type, msg)
             stamp = stamp_or_now(self, msg.header)
             with self._lock:
+                self.aggregator.check_stamp(stamp, self.get_clock().now().nanoseconds * 1e-9)
                 for chunk in self.aggregator.watermark(stamp):   # the closed window, then its watermark
                     self._publish(chunk)
                 chunk = self.aggregator.on_sample(spec.topic, sample, stamp)
                 if chunk is not None:
                     self._publish(chunk)
         except (SampleError, KeyError, TypeError, ValueError) as err:
-            self.faults.record(f"{spec.topic}:{type(err).__name__}", f"ignored a sample on {spec.topic}: {err}")
+            kind = "stamp" if "stamp" in str(err) else type(err).__name__
+            self.faults.record(f"{spec.topic}:{kind}", f"ignored a sample on {spec.topic}: {err}")
 
 
 def main(args=None) -> int:

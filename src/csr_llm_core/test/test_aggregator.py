@@ -91,3 +91,28 @@ def test_summaries_of_a_window_come_out_in_stamp_and_topic_order_whatever_the_ar
     assert stream(True) == stream(False)
     texts = [text for _, kind, text in stream(True) if kind != KIND_WATERMARK]
     assert texts[0].startswith("[0.00s] joint_states") and texts[1].startswith("[0.00s] motor_temperature")
+
+
+def test_a_sample_from_the_future_is_rejected_and_the_stream_keeps_flowing():
+    from csr_llm_core.aggregator import Aggregator, SampleError, TopicSpec
+    agg = Aggregator([TopicSpec("odom", "odometry", 0.5, 0.0)], watermark_period=0.5,
+                     future_tolerance_s=1.0, max_lag_s=10.0)
+    sample = {"x": 0.0, "y": 0.0, "yaw": 0.0, "v": 0.0, "w": 0.0}
+    out = []
+    for k in range(1, 9):
+        stamp = k * 0.25
+        if k == 4:   # one sample stamped an hour ahead of the clock: refused, nothing moves
+            with pytest.raises(SampleError, match="ahead of the clock"):
+                agg.check_stamp(3600.0, now=stamp)
+        agg.check_stamp(stamp, now=stamp)
+        out += agg.watermark(stamp)
+        sample = dict(sample, x=stamp)
+        agg.on_sample("odom", sample, stamp)
+    watermarks = [c.stamp for c in out if c.kind == 2]
+    assert watermarks == [0.5, 1.0, 1.5, 2.0]                       # no gap after the bad sample
+    assert sum(1 for c in out if c.kind == 1) >= 3
+    with pytest.raises(SampleError, match="behind the stream"):
+        agg.check_stamp(-20.0, now=2.0)
+    with pytest.raises(SampleError, match="non-finite"):
+        agg.check_stamp(float("nan"))
+    agg.check_stamp(5.0, now=0.0)                                      # clock unknown (no /clock yet): accepted
