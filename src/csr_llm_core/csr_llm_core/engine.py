@@ -133,15 +133,15 @@ class LlamaEngine:
 
     # --- decisions -------------------------------------------------------------------------
     def decide(self, suffix: Sequence[int], grammar: DecisionGrammar,
-               grounded: Optional[Sequence[str]] = None) -> DecodeResult:
+               grounded: Optional[Sequence[str]] = None, context: str = "") -> DecodeResult:
         """Evaluate the suffix on the cached prefix, decode a decision, roll back to the prefix.
 
-        `grounded`: names the state mentions; string arguments are limited to them (see grammar)."""
+        `grounded`, `context`: argument grounding and calibration context (see grammar.start)."""
         prefix_len = len(self.tokens)
         start = time.perf_counter()
         try:
             self.extend(suffix)
-            run = grammar.start(grounded)
+            run = grammar.start(grounded, context)
             step = run.first()
             ttft = None
             while not step.done:

@@ -20,9 +20,10 @@ and identical whichever path (cached prefix or full recompute) produced the logi
 Two optional adjustments, both properties of the grammar object (so the cached path and a full
 recompute apply them identically):
 * contextual calibration (Zhao et al. 2021, "Calibrate Before Use"): `calibrate()` stores the
-  log-probabilities the model gives the intents' first tokens on content-free input; the first
-  choice then maximises log p(token | state) - log p(token | content-free), removing the model's
-  prior for some intent names (the choice among the allowed first tokens only);
+  log-probabilities the model gives the intents' first tokens on content-free input (per context,
+  e.g. per running task); the first choice then maximises
+  log p(token | state) - log p(token | content-free), removing the model's prior for some intent
+  names and for copying the running one (the choice among the allowed first tokens only);
 * grounded arguments: `start(grounded=...)` limits string arguments to the enum values the state
   mentions (all values when it mentions none); it never changes which intent is chosen.
 """
@@ -96,6 +97,7 @@ class DecodeRun:
     _pending: List[int] = field(default_factory=list)
     _text: List[str] = field(default_factory=list)
     result: Optional[ParsedDecision] = None
+    prior: Optional[Dict[int, float]] = None      # content-free log-probs of the first intent tokens
 
     def first(self) -> Step:
         self._gen = self.grammar._program()
@@ -110,9 +112,9 @@ class DecodeRun:
         """Greedy choice among the allowed tokens (calibrated at the intent's first token)."""
         allowed = step.allowed
         scores = np.asarray(logits[allowed], dtype=np.float64)
-        if self.grammar.first_token_prior is not None and not self.chosen and \
+        if self.prior is not None and not self.chosen and \
                 np.array_equal(allowed, self.grammar.first_token_ids):     # the intent's first token
-            scores = log_softmax(scores) - self.grammar.prior_for(allowed)
+            scores = log_softmax(scores) - np.array([self.prior.get(int(t), 0.0) for t in allowed])
         return int(allowed[int(np.argmax(scores))])
 
     def _next(self, token: Optional[int]) -> Step:
@@ -170,7 +172,7 @@ class DecisionGrammar:
         self._run: Optional[DecodeRun] = None
         self._grounded: Optional[frozenset] = None
         self._grounded_tries: Dict[Tuple[str, str, frozenset], _Trie] = {}
-        self.first_token_prior: Optional[Dict[int, float]] = None
+        self.first_token_priors: Dict[str, Dict[int, float]] = {}
         self._first_ids = np.fromiter(self._intents.children, dtype=np.int64)
 
     @property
@@ -178,24 +180,22 @@ class DecisionGrammar:
         """The tokens the intent choice starts with (the first free step of every decision)."""
         return self._first_ids
 
-    def calibrate(self, content_free_logits: Sequence[np.ndarray]) -> Dict[str, float]:
+    def calibrate(self, content_free_logits: Sequence[np.ndarray], context: str = "") -> Dict[str, float]:
         """Store the content-free prior of the first intent tokens (mean probability over the inputs).
 
-        Returns the prior per intent name (probabilities, for logs and reports)."""
+        `context` names the known part of the prompt the prior was measured with (the running
+        task): decisions started with that context are calibrated with it. Returns the prior per
+        intent name (probabilities, for logs and reports)."""
         ids = self.first_token_ids
         if not content_free_logits:
             raise ValueError("calibration needs at least one content-free logits vector")
         probs = np.mean([np.exp(log_softmax(np.asarray(l)[ids])) for l in content_free_logits], axis=0)
-        self.first_token_prior = {int(t): float(np.log(p)) for t, p in zip(ids, probs)}
+        self.first_token_priors[context] = {int(t): float(np.log(p)) for t, p in zip(ids, probs)}
         names = {}
         for token, node in self._intents.children.items():
             for name in _values(node):
                 names[name] = float(probs[list(ids).index(token)])
         return names
-
-    def prior_for(self, allowed: np.ndarray) -> np.ndarray:
-        prior = self.first_token_prior
-        return np.array([prior.get(int(t), 0.0) for t in allowed], dtype=np.float64)
 
     def _tokens(self, text: str) -> List[int]:
         tokens = list(self.tokenize(text))
@@ -209,10 +209,14 @@ class DecisionGrammar:
             raise ValueError(f"the tokenizer splits {text!r}; numeric arguments need single-char tokens")
         return tokens[0]
 
-    def start(self, grounded: Optional[Sequence[str]] = None) -> DecodeRun:
-        """A new decode; `grounded`: the names the state mentions (string arguments are limited to them)."""
+    def start(self, grounded: Optional[Sequence[str]] = None, context: str = "") -> DecodeRun:
+        """A new decode.
+
+        `grounded`: the names the state mentions (string arguments are limited to them);
+        `context`: which calibration prior applies (the one measured with it, else the default "")."""
         self._grounded = frozenset(grounded) if grounded is not None else None
         self._run = DecodeRun(self)
+        self._run.prior = self.first_token_priors.get(context, self.first_token_priors.get(""))
         return self._run
 
     def _enum_trie(self, intent: str, arg: ArgumentSpec) -> _Trie:

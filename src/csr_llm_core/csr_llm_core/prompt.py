@@ -43,7 +43,10 @@ class PromptTemplate:
     recent_events: int = 0           # newest event chunks repeated before the question in the suffix
     events_header: str = "Latest events, newest last:"
     calibrate: bool = False          # contextual calibration of the intent's first token
+    calibrate_per_running: bool = True   # one content-free prior per running task (else one, nothing running)
     ground_arguments: bool = False   # enum arguments limited to the names the state mentions
+    examples_as_turns: bool = False  # each example as a user turn + model answer (chat few-shot)
+    calibration_state: List[str] = field(default_factory=list)   # neutral state lines (no events) to calibrate on
 
     @classmethod
     def from_file(cls, path: Union[str, Path]) -> "PromptTemplate":
@@ -54,17 +57,25 @@ class PromptTemplate:
 
     @classmethod
     def from_mapping(cls, data: Mapping, where: str = "prompt") -> "PromptTemplate":
-        template = cls(str(data["robot_description"]).strip(), str(data.get("question") or LEGACY_QUESTION).strip(),
-                       list(data.get("examples") or []), str(data.get("instruction") or "").strip(),
-                       int(data.get("recent_events") or 0), str(data.get("events_header") or cls.events_header),
-                       bool(data.get("calibrate", False)), bool(data.get("ground_arguments", False)))
+        template = cls(
+            robot_description=str(data["robot_description"]).strip(),
+            question=str(data.get("question") or LEGACY_QUESTION).strip(),
+            examples=list(data.get("examples") or []),
+            instruction=str(data.get("instruction") or "").strip(),
+            recent_events=int(data.get("recent_events") or 0),
+            events_header=str(data.get("events_header", cls.events_header) or ""),
+            calibrate=bool(data.get("calibrate", False)),
+            calibrate_per_running=bool(data.get("calibrate_per_running", True)),
+            ground_arguments=bool(data.get("ground_arguments", False)),
+            examples_as_turns=bool(data.get("examples_as_turns", False)),
+            calibration_state=[str(line) for line in data.get("calibration_state") or []])
         for index, example in enumerate(template.examples):
             if "decision" not in example or not ("state" in example or "events" in example):
                 raise ValueError(f"{where}: example {index} needs 'decision' and 'state' or 'events'")
         try:
             template.question_text(NOTHING_RUNNING, 0)
         except (KeyError, IndexError, ValueError) as err:
-            raise ValueError(f"{where}: question may use only {{running}} and {{interrupts}}: {err}") from err
+            raise ValueError(f"{where}: question may use only {{running}}, {{interrupts}}, {{events}}: {err}") from err
         return template
 
     def head_text(self, catalogue: IntentCatalogue) -> str:
@@ -72,30 +83,47 @@ class PromptTemplate:
                  "Intents (answer with exactly one, as JSON):", catalogue.describe()]
         if self.instruction:
             lines += ["", self.instruction]
+        if self.examples and self.examples_as_turns:
+            # the examples become earlier exchanges of the chat; the state log opens the last user turn
+            text = "\n".join(lines + ["", "Examples follow, then the state log."])
+            for example in self.examples:
+                events = list(example.get("events") or [example.get("state", "")])
+                text += "\n\n" + self.situation_text(example.get("running", ""), 0, events, len(events))
+                text += TURN_CLOSE + example["decision"] + "<end_of_turn>\n" + TURN_OPEN
+            return text + "State log, oldest first ([time] topic: state):\n"
         if self.examples:
             lines += ["", "Examples:"]
             for example in self.examples:
                 if "events" in example:      # rendered like the live question
-                    lines += ["", self.events_text(list(example["events"]), len(example["events"])),
-                              self.question_text(example.get("running", ""), 0), f"Answer: {example['decision']}"]
+                    events = list(example["events"])
+                    lines += ["", self.situation_text(example.get("running", ""), 0, events, len(events)),
+                              f"Answer: {example['decision']}"]
                 else:
                     lines.append(f"State: {example['state']} -> {example['decision']}")
         lines += ["", "State log, oldest first ([time] topic: state):", ""]
         return "\n".join(lines)
 
-    def question_text(self, running: str, interrupts: int) -> str:
-        return self.question.format(running=running or NOTHING_RUNNING, interrupts=interrupts)
+    def question_text(self, running: str, interrupts: int, events_block: str = "") -> str:
+        return self.question.format(running=running or NOTHING_RUNNING, interrupts=interrupts, events=events_block)
+
+    def situation_text(self, running: str, interrupts: int, events: Sequence[str], count: int) -> str:
+        """The question with the newest `count` events: at {events} when the question has it, else before it."""
+        block = self.events_text(events, count)
+        if "{events}" in self.question:
+            return self.question_text(running, interrupts, block)
+        return block + "\n" + self.question_text(running, interrupts)
 
     def events_text(self, events: Sequence[str], count: int) -> str:
         shown = "\n".join(events[-count:]) if count and events else NO_EVENTS
-        return f"{self.events_header}\n{shown}"
+        return f"{self.events_header}\n{shown}" if self.events_header else shown
 
     def suffix_segments(self, running: str = "", interrupts: int = 0,
                         events: Sequence[str] = ()) -> List[Tuple[str, bool]]:
         """The suffix as (text, control) pieces: only the turn markers may become control tokens."""
-        question = self.question_text(running, interrupts)
         if self.recent_events:
-            question = "\n" + self.events_text(events, self.recent_events) + "\n" + question
+            question = "\n" + self.situation_text(running, interrupts, events, self.recent_events)
+        else:
+            question = self.question_text(running, interrupts)
         return [(question, False), (TURN_CLOSE, True), (SCAFFOLD, False)]
 
     def suffix_text(self, running: str = "", interrupts: int = 0, events: Sequence[str] = ()) -> str:

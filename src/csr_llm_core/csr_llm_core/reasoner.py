@@ -123,18 +123,25 @@ class Reasoner:
         self.calibration: Optional[dict] = self._calibrate(head) if template.calibrate else None
 
     def _calibrate(self, head: List[int]) -> dict:
-        """Content-free first-token prior, once per head, on the primary (left holding the head)."""
-        logits = []
-        for stand_in in CONTENT_FREE_EVENTS:
-            state = self.primary.tokenize_plain(chunk_line(stand_in)) if stand_in else []
-            events = [stand_in] if stand_in else []
-            self.primary.sync(head + state)
-            logits.append(self.primary.logits_after(self._suffix_tokens("", 0, events)))
+        """Content-free first-token priors, once per head, one per running task the suffix can name.
+
+        The running task is the known part of the question; the state is the template's neutral
+        state lines (sensor summaries, no events) and content-free stand-ins for the events. Runs
+        on the primary, left holding the head."""
+        priors = {}
+        neutral = [t for line in self.template.calibration_state for t in self.primary.tokenize_plain(chunk_line(line))]
+        for running in [""] + (self.catalogue.names if self.template.calibrate_per_running else []):
+            logits = []
+            for stand_in in CONTENT_FREE_EVENTS:
+                state = self.primary.tokenize_plain(chunk_line(stand_in)) if stand_in else []
+                self.primary.sync(head + neutral + state)
+                events = [stand_in] if stand_in else []
+                logits.append(self.primary.logits_after(self._suffix_tokens(running, 0, events)))
+            priors[running] = self.grammar.calibrate(logits, context=running)
         self.primary.sync(head)
-        prior = self.grammar.calibrate(logits)
-        self.log.info("intent calibration (content-free first-token probabilities): %s",
-                      ", ".join(f"{name}={p:.3f}" for name, p in prior.items()))
-        return prior
+        self.log.info("intent calibration, content-free first-token probabilities with nothing running: %s",
+                      ", ".join(f"{name}={p:.3f}" for name, p in priors[""].items()))
+        return priors
 
     def _suffix_tokens(self, running: str, interrupts: int, events: Sequence[str]) -> List[int]:
         return tokenize_suffix(self.template.suffix_segments(running, interrupts, events),
@@ -150,16 +157,17 @@ class Reasoner:
         return ""
 
     def decision_inputs(self, running: str = "", interrupts: int = 0):
-        """(suffix tokens, grounded names) for a decision on the current logical state."""
+        """(suffix tokens, grounded names, calibration context) for a decision on the current state."""
         with self._lock:
             chunks = list(self.state.chunks)
         events = [c.text for c in chunks if c.kind == KIND_EVENT]
-        suffix = self._suffix_tokens(self.running_intent(running), int(interrupts), events)
+        running = self.running_intent(running)
+        suffix = self._suffix_tokens(running, int(interrupts), events)
         grounded = None
         if self.template.ground_arguments:
             text = "\n".join(c.text for c in chunks)
             grounded = [value for value, pattern in self._enum_patterns.items() if pattern.search(text)]
-        return suffix, grounded
+        return suffix, grounded, running
 
     # --- chunks ----------------------------------------------------------------------------
     def add_chunk(self, seq: int, text: Union[str, bytes], *, source: str = "", kind: int = KIND_EVENT,
@@ -330,8 +338,8 @@ class Reasoner:
                 start = time.perf_counter()
                 self._sync_primary()
                 catchup_ms = (time.perf_counter() - start) * 1e3
-                suffix, grounded = self.decision_inputs(running, interrupts)
-                result = self.primary.decide(suffix, self.grammar, grounded)
+                suffix, grounded, context = self.decision_inputs(running, interrupts)
+                result = self.primary.decide(suffix, self.grammar, grounded, context)
                 with self._lock:
                     return Decision(result, self._primary_version, result.prefix_tokens, self._primary_last_seq,
                                     self.primary.name, catchup_ms)
