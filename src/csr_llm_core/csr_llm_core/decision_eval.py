@@ -316,7 +316,8 @@ def golden_bag_stream(bag: Path) -> Optional[Stream]:
 def variant_templates(prompt: Mapping) -> Dict[str, Mapping]:
     """Prompt mappings per lever: each adds one lever to the baseline; `combined` has them all."""
     base = dict(BASELINE_PROMPT, recent_events=0, calibrate=False, ground_arguments=False)
-    head = {k: prompt[k] for k in ("robot_description", "instruction", "examples", "events_header") if k in prompt}
+    head = {k: prompt[k] for k in ("robot_description", "instruction", "examples", "events_header", "calibration_state",
+                                   "examples_as_turns") if k in prompt}
     suffix = {k: prompt[k] for k in ("question", "recent_events", "events_header") if k in prompt}
     return {
         "baseline": base,
@@ -352,6 +353,13 @@ class Outcome:
 
 def chance_level(probes: Sequence[Probe], n_intents: int) -> float:
     return statistics.mean(len(p.accept) / n_intents for p in probes)
+
+
+def best_constant(probes: Sequence[Probe], intents: Sequence[str]) -> Tuple[str, float]:
+    """The best always-the-same-intent policy and its accuracy (what a degenerate model can reach)."""
+    scores = {name: statistics.mean(name in p.accept for p in probes) for name in intents}
+    name = max(scores, key=scores.get)
+    return name, scores[name]
 
 
 def evaluate(engine, catalogue: IntentCatalogue, template, streams: Mapping[str, Tuple[str, Stream]],
@@ -392,6 +400,7 @@ def summarize(outcomes: Sequence[Outcome], intents: Sequence[str]) -> dict:
     return {
         "accuracy": statistics.mean(o.correct for o in outcomes), "probes": len(outcomes),
         "chance": chance_level(probes, len(intents)),
+        "best_constant": best_constant(probes, intents),
         "args_accuracy": statistics.mean(args) if args else None, "args_probes": len(args),
         "intent_counts": {name: sum(o.intent == name for o in outcomes) for name in intents},
         "ttft_ms_p50": statistics.median(o.ttft_ms for o in outcomes),
@@ -413,6 +422,8 @@ def format_report(results: Mapping[str, dict], situations: Sequence[str], intent
                                                      for n in names))
     lines.append(f"{'overall':<{width}}" + "".join(f"{results[n]['accuracy']:>13.3f}" for n in names))
     lines.append(f"{'chance':<{width}}" + "".join(f"{results[n]['chance']:>13.3f}" for n in names))
+    constant, score = results[names[0]]["best_constant"]
+    lines.append(f"{'always ' + constant:<{width}}" + "".join(f"{score:>13.3f}" for n in names))
     lines.append(f"{'args (ok/asked)':<{width}}" + "".join(
         f"{'-' if results[n]['args_accuracy'] is None else format(results[n]['args_accuracy'], '.2f')}"
         f"/{results[n]['args_probes']}".rjust(13) for n in names))
@@ -453,9 +464,11 @@ def main(argv=None) -> int:
                         help="a bag with state_chunks to probe too (default: the golden bag)")
     parser.add_argument("--out", type=Path, default=Path("build/decision_eval/latest.json"))
     parser.add_argument("--verbose", action="store_true", help="print every decision")
+    parser.add_argument("--override", default="{}", help="JSON merged into config/prompt.yaml (experiments)")
     args = parser.parse_args(argv)
     catalogue = IntentCatalogue.from_file(args.config_dir / "intents.yaml")
     prompt = json.loads(json.dumps(__import__("yaml").safe_load((args.config_dir / "prompt.yaml").read_text())))
+    prompt.update(json.loads(args.override))
     variants = variant_templates(prompt)
     chosen = [v for v in args.variants.split(",") if v]
     unknown = [v for v in chosen if v not in variants]
