@@ -50,7 +50,7 @@ def wait_for(predicate, timeout, step=0.1):
 @pytest.mark.slow
 def test_aggregator_and_reasoning_nodes_over_dds(tmp_path, catalogue):
     state_dir = tmp_path / "state"
-    reasoning_params = ["tau_mem:=1024", "n_ctx:=2048", "decision_hz:=2.0", "status_hz:=5.0",
+    reasoning_params = ["tau_mem:=2048", "n_ctx:=3072", "decision_hz:=2.0", "status_hz:=5.0",
                         f"archive_path:={tmp_path / 'archive.jsonl'}", f"state_dir:={state_dir}"]
     aggregator = start("csr_llm_core.aggregator_node", "periods:=[0.5, 1.0, 1.0, 2.0, 0.5, 0.0]")
     reasoning = start("csr_llm_core.reasoning_node", *reasoning_params)

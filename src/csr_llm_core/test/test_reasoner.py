@@ -10,6 +10,15 @@ from csr_llm_core.reasoner import Reasoner, ReasonerConfig
 from csr_llm_core.synthetic import chunk_text
 
 
+@pytest.fixture(scope="module")
+def template():
+    """Eviction/ASR mechanics are sized for the first release's short head (352 tokens); the
+    configured prompt's head (~1.3K tokens) is exercised by the decision tests."""
+    from csr_llm_core.decision_eval import BASELINE_PROMPT
+    from csr_llm_core.prompt import PromptTemplate
+    return PromptTemplate.from_mapping(BASELINE_PROMPT)
+
+
 def make(engines, catalogue, template, tmp_path, mode="asr", **config):
     settings = dict(tau_mem=1024, evict_ratio=0.5, n_catchup=48, mode=mode)
     settings.update(config)
@@ -172,8 +181,11 @@ def test_chunks_faster_than_the_rebuild_fall_back_to_a_synchronous_eviction(engi
 
 
 @pytest.mark.slow
-def test_running_task_from_a_topic_is_validated_and_never_control_tokens(engines, catalogue, template, tmp_path):
-    reasoner = make(engines, catalogue, template, tmp_path, mode="sync")
+def test_running_task_from_a_topic_is_validated_and_never_control_tokens(engines, catalogue, tmp_path):
+    from csr_llm_core.paths import config_file
+    from csr_llm_core.prompt import PromptTemplate
+    template = PromptTemplate.from_file(config_file("prompt.yaml"))
+    reasoner = make(engines, catalogue, template, tmp_path, mode="sync", tau_mem=2048)
     try:
         assert (reasoner.calibration is not None) == template.calibrate
         feed(reasoner, range(6))
