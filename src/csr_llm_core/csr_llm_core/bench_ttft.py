@@ -22,10 +22,8 @@ from pathlib import Path
 from .catalogue import IntentCatalogue
 from .engine import LlamaEngine
 from .grammar import DecisionGrammar
-from .prompt import PromptTemplate, chunk_line
+from .prompt import PromptTemplate, chunk_line, tokenize_suffix
 from .synthetic import chunk_text
-
-
 
 
 def _build_to(engine: LlamaEngine, tokens: list, target: int, seq: int) -> int:
@@ -47,7 +45,9 @@ def run(sizes, repeats: int, n_threads: int, config_dir: Path, model_path=None) 
     cached = LlamaEngine(model_path, n_ctx=n_ctx, n_threads=n_threads, name="R1")
     fresh = LlamaEngine(model_path, n_ctx=n_ctx, n_threads=n_threads, name="R2")
     grammar = DecisionGrammar(catalogue, cached.tokenize_plain)
-    suffix = cached.tokenize(template.suffix_text("open_door", 0))
+    # the live suffix shape: running task plus the newest events (plain text), as the reasoner builds it
+    suffix = tokenize_suffix(template.suffix_segments("open_door", 0, [chunk_text(5), chunk_text(11)]),
+                             cached.tokenize, cached.tokenize_plain)
     tokens = cached.tokenize(template.head_text(catalogue), bos=True)
     cached.extend(tokens)
     seq, rows = 0, []

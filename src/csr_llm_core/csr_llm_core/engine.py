@@ -122,14 +122,26 @@ class LlamaEngine:
         pointer = self.llm._ctx.get_logits_ith(-1)
         return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
 
+    def logits_after(self, tokens: Sequence[int]) -> np.ndarray:
+        """Next-token logits after appending `tokens` to the cache (a copy); the cache is rolled back."""
+        prefix_len = len(self.tokens)
+        try:
+            self.extend(tokens)
+            return np.array(self.last_logits(), dtype=np.float32)
+        finally:
+            self.truncate(prefix_len)
+
     # --- decisions -------------------------------------------------------------------------
-    def decide(self, suffix: Sequence[int], grammar: DecisionGrammar) -> DecodeResult:
-        """Evaluate the suffix on the cached prefix, decode a decision, roll back to the prefix."""
+    def decide(self, suffix: Sequence[int], grammar: DecisionGrammar,
+               grounded: Optional[Sequence[str]] = None, context: str = "") -> DecodeResult:
+        """Evaluate the suffix on the cached prefix, decode a decision, roll back to the prefix.
+
+        `grounded`, `context`: argument grounding and calibration context (see grammar.start)."""
         prefix_len = len(self.tokens)
         start = time.perf_counter()
         try:
             self.extend(suffix)
-            run = grammar.start()
+            run = grammar.start(grounded, context)
             step = run.first()
             ttft = None
             while not step.done:

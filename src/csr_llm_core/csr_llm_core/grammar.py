@@ -16,6 +16,16 @@ per catalogue into per-intent programs over token ids, so that:
 
 Each fixed piece of text is tokenized on its own, so the token sequence of a decision is canonical
 and identical whichever path (cached prefix or full recompute) produced the logits.
+
+Two optional adjustments, both properties of the grammar object (so the cached path and a full
+recompute apply them identically):
+* contextual calibration (Zhao et al. 2021, "Calibrate Before Use"): `calibrate()` stores the
+  log-probabilities the model gives the intents' first tokens on content-free input (per context,
+  e.g. per running task); the first choice then maximises
+  log p(token | state) - log p(token | content-free), removing the model's prior for some intent
+  names and for copying the running one (the choice among the allowed first tokens only);
+* grounded arguments: `start(grounded=...)` limits string arguments to the enum values the state
+  mentions (all values when it mentions none); it never changes which intent is chosen.
 """
 from __future__ import annotations
 
@@ -31,6 +41,13 @@ Tokenize = Callable[[str], List[int]]
 
 MAX_INT_DIGITS = 6
 MAX_FRACTION_DIGITS = 3
+
+
+def _values(node: "_Trie") -> Iterator[str]:
+    if node.value is not None:
+        yield node.value
+    for child in node.children.values():
+        yield from _values(child)
 
 
 class _Trie:
@@ -80,6 +97,7 @@ class DecodeRun:
     _pending: List[int] = field(default_factory=list)
     _text: List[str] = field(default_factory=list)
     result: Optional[ParsedDecision] = None
+    prior: Optional[Dict[int, float]] = None      # content-free log-probs of the first intent tokens
 
     def first(self) -> Step:
         self._gen = self.grammar._program()
@@ -91,9 +109,13 @@ class DecodeRun:
         return self._next(token)
 
     def pick(self, step: Step, logits: np.ndarray) -> int:
-        """Greedy choice among the allowed tokens."""
+        """Greedy choice among the allowed tokens (calibrated at the intent's first token)."""
         allowed = step.allowed
-        return int(allowed[int(np.argmax(logits[allowed]))])
+        scores = np.asarray(logits[allowed], dtype=np.float64)
+        if self.prior is not None and not self.chosen and \
+                np.array_equal(allowed, self.grammar.first_token_ids):     # the intent's first token
+            scores = log_softmax(scores) - np.array([self.prior.get(int(t), 0.0) for t in allowed])
+        return int(allowed[int(np.argmax(scores))])
 
     def _next(self, token: Optional[int]) -> Step:
         try:
@@ -115,6 +137,12 @@ class DecodeRun:
     @property
     def text(self) -> str:
         return "".join(self._text)
+
+
+def log_softmax(values: np.ndarray) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    shifted = values - values.max()
+    return shifted - np.log(np.exp(shifted).sum())
 
 
 class DecisionGrammar:
@@ -142,6 +170,32 @@ class DecisionGrammar:
                         trie.insert(self._tokens(value) + self._quote, value)
                     self._enum_tries[(intent.name, arg.name)] = trie
         self._run: Optional[DecodeRun] = None
+        self._grounded: Optional[frozenset] = None
+        self._grounded_tries: Dict[Tuple[str, str, frozenset], _Trie] = {}
+        self.first_token_priors: Dict[str, Dict[int, float]] = {}
+        self._first_ids = np.fromiter(self._intents.children, dtype=np.int64)
+
+    @property
+    def first_token_ids(self) -> np.ndarray:
+        """The tokens the intent choice starts with (the first free step of every decision)."""
+        return self._first_ids
+
+    def calibrate(self, content_free_logits: Sequence[np.ndarray], context: str = "") -> Dict[str, float]:
+        """Store the content-free prior of the first intent tokens (mean probability over the inputs).
+
+        `context` names the known part of the prompt the prior was measured with (the running
+        task): decisions started with that context are calibrated with it. Returns the prior per
+        intent name (probabilities, for logs and reports)."""
+        ids = self.first_token_ids
+        if not content_free_logits:
+            raise ValueError("calibration needs at least one content-free logits vector")
+        probs = np.mean([np.exp(log_softmax(np.asarray(logits)[ids])) for logits in content_free_logits], axis=0)
+        self.first_token_priors[context] = {int(t): float(np.log(p)) for t, p in zip(ids, probs)}
+        names = {}
+        for token, node in self._intents.children.items():
+            for name in _values(node):
+                names[name] = float(probs[list(ids).index(token)])
+        return names
 
     def _tokens(self, text: str) -> List[int]:
         tokens = list(self.tokenize(text))
@@ -155,9 +209,29 @@ class DecisionGrammar:
             raise ValueError(f"the tokenizer splits {text!r}; numeric arguments need single-char tokens")
         return tokens[0]
 
-    def start(self) -> DecodeRun:
+    def start(self, grounded: Optional[Sequence[str]] = None, context: str = "") -> DecodeRun:
+        """A new decode.
+
+        `grounded`: the names the state mentions (string arguments are limited to them);
+        `context`: which calibration prior applies (the one measured with it, else the default "")."""
+        self._grounded = frozenset(grounded) if grounded is not None else None
         self._run = DecodeRun(self)
+        self._run.prior = self.first_token_priors.get(context, self.first_token_priors.get(""))
         return self._run
+
+    def _enum_trie(self, intent: str, arg: ArgumentSpec) -> _Trie:
+        if self._grounded is None:
+            return self._enum_tries[(intent, arg.name)]
+        values = [v for v in arg.enum if v in self._grounded]
+        if not values:
+            return self._enum_tries[(intent, arg.name)]
+        key = (intent, arg.name, frozenset(values))
+        if key not in self._grounded_tries:
+            trie = _Trie()
+            for value in values:
+                trie.insert(self._tokens(value) + self._quote, value)
+            self._grounded_tries[key] = trie
+        return self._grounded_tries[key]
 
     # The program is a generator: it yields (forced_tokens, allowed_ids) and receives the choice.
     def _program(self):
@@ -175,7 +249,7 @@ class DecisionGrammar:
             closing = "}}" if last else ", "
             if arg.type == "string":
                 self._fixed(f'{separator}"{arg.name}": "')
-                value = yield from self._choose(self._enum_tries[(intent, arg.name)])
+                value = yield from self._choose(self._enum_trie(intent, arg))
                 run._text.append(f'{value}"')
                 self._fixed(closing)
             elif arg.type == "bool":

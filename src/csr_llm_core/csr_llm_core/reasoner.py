@@ -16,6 +16,12 @@ is a cache of a *view* of it: a token list it must hold.
 * In sync mode (one context) the primary re-evaluates the shortened state itself on the next
   pump or decision: the latency spike ASR removes, kept as the baseline and for tiny machines.
 
+Decision prompt: the suffix names the running task only when it is a catalogued intent (the name
+comes from a topic anyone can publish) and, when the template asks for it, repeats the newest event
+chunks; all of it is plain text, never control tokens. With `calibrate` the grammar's first intent
+token is calibrated once per head on content-free input (see grammar.py); with `ground_arguments`
+string arguments are limited to the names the live state mentions.
+
 Threads: `add_chunk` may be called from any thread; `pump`/`decide`/`save`/`restore` from one
 decision thread; the reconcile thread touches only the secondary engine.
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,10 +37,10 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Union
 
 from .catalogue import IntentCatalogue
-from .csr_state import CachedState, Chunk, ChunkArchive, ChunkRejected, KIND_EVENT
+from .csr_state import CachedState, Chunk, ChunkArchive, KIND_EVENT
 from .engine import DecodeResult, LlamaEngine, StateFileError
 from .grammar import DecisionGrammar
-from .prompt import PromptTemplate, chunk_line
+from .prompt import CONTENT_FREE_EVENTS, PromptTemplate, chunk_line, tokenize_suffix
 
 MODES = ("asr", "sync")
 log = logging.getLogger("csr_llm.reasoner")
@@ -70,8 +77,9 @@ class _Stopped(Exception):
 
 class Reasoner:
     def __init__(self, engines: Sequence[LlamaEngine], catalogue: IntentCatalogue, template: PromptTemplate,
-                 config: ReasonerConfig = ReasonerConfig(), archive_path: Union[str, Path, None] = None,
+                 config: Optional[ReasonerConfig] = None, archive_path: Union[str, Path, None] = None,
                  logger: Optional[logging.Logger] = None):
+        config = config if config is not None else ReasonerConfig()
         if config.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
         if config.mode == "asr" and len(engines) < 2:
@@ -80,9 +88,14 @@ class Reasoner:
         self.log = logger or log
         self.primary = engines[0]
         self.secondary = engines[1] if config.mode == "asr" else None
+        self.catalogue = catalogue
         self.grammar = DecisionGrammar(catalogue, self.primary.tokenize_plain)
         self.template = template
         head = self.primary.tokenize(template.head_text(catalogue), bos=True)
+        self._enum_patterns = {value: re.compile(r"\b" + re.escape(value), re.IGNORECASE)
+                               for intent in catalogue.intents.values() for arg in intent.arguments
+                               for value in arg.enum}
+        self.rejected_running: List[str] = []
         needed = config.tau_mem + config.suffix_reserve
         for engine in engines[:2 if config.mode == "asr" else 1]:
             if engine.n_ctx < needed:
@@ -108,6 +121,54 @@ class Reasoner:
         self.last_seq: Optional[int] = None
         self.seq_gaps = 0
         self.reconcile_error: Optional[BaseException] = None
+        self.calibration: Optional[dict] = self._calibrate(head) if template.calibrate else None
+
+    def _calibrate(self, head: List[int]) -> dict:
+        """Content-free first-token priors, once per head, one per running task the suffix can name.
+
+        The running task is the known part of the question; the state is the template's neutral
+        state lines (sensor summaries, no events) and content-free stand-ins for the events. Runs
+        on the primary, left holding the head."""
+        priors = {}
+        neutral = [t for line in self.template.calibration_state for t in self.primary.tokenize_plain(chunk_line(line))]
+        for running in [""] + (self.catalogue.names if self.template.calibrate_per_running else []):
+            logits = []
+            for stand_in in CONTENT_FREE_EVENTS:
+                state = self.primary.tokenize_plain(chunk_line(stand_in)) if stand_in else []
+                self.primary.sync(head + neutral + state)
+                events = [stand_in] if stand_in else []
+                logits.append(self.primary.logits_after(self._suffix_tokens(running, 0, events)))
+            priors[running] = self.grammar.calibrate(logits, context=running)
+        self.primary.sync(head)
+        self.log.info("intent calibration, content-free first-token probabilities with nothing running: %s",
+                      ", ".join(f"{name}={p:.3f}" for name, p in priors[""].items()))
+        return priors
+
+    def _suffix_tokens(self, running: str, interrupts: int, events: Sequence[str]) -> List[int]:
+        return tokenize_suffix(self.template.suffix_segments(running, interrupts, events),
+                               self.primary.tokenize, self.primary.tokenize_plain)
+
+    def running_intent(self, running: str) -> str:
+        """The running task as the prompt may show it: a catalogued intent name, else nothing."""
+        if not running or running in self.catalogue:
+            return running or ""
+        if len(self.rejected_running) < 16:
+            self.rejected_running.append(running[:80])
+            self.log.warning("running task %r is not a catalogued intent: shown as nothing", running[:80])
+        return ""
+
+    def decision_inputs(self, running: str = "", interrupts: int = 0):
+        """(suffix tokens, grounded names, calibration context) for a decision on the current state."""
+        with self._lock:
+            chunks = list(self.state.chunks)
+        events = [c.text for c in chunks if c.kind == KIND_EVENT]
+        running = self.running_intent(running)
+        suffix = self._suffix_tokens(running, int(interrupts), events)
+        grounded = None
+        if self.template.ground_arguments:
+            text = "\n".join(c.text for c in chunks)
+            grounded = [value for value, pattern in self._enum_patterns.items() if pattern.search(text)]
+        return suffix, grounded, running
 
     # --- chunks ----------------------------------------------------------------------------
     def add_chunk(self, seq: int, text: Union[str, bytes], *, source: str = "", kind: int = KIND_EVENT,
@@ -278,8 +339,8 @@ class Reasoner:
                 start = time.perf_counter()
                 self._sync_primary()
                 catchup_ms = (time.perf_counter() - start) * 1e3
-                suffix = self.primary.tokenize(self.template.suffix_text(running, interrupts))
-                result = self.primary.decide(suffix, self.grammar)
+                suffix, grounded, context = self.decision_inputs(running, interrupts)
+                result = self.primary.decide(suffix, self.grammar, grounded, context)
                 with self._lock:
                     return Decision(result, self._primary_version, result.prefix_tokens, self._primary_last_seq,
                                     self.primary.name, catchup_ms)

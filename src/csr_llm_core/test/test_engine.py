@@ -59,3 +59,30 @@ def test_context_overflow_is_refused_before_touching_the_cache(engines):
     with pytest.raises(ContextFullError, match="exceed n_ctx"):
         engine.extend([100] * engine.n_ctx)
     assert engine.tokens == [2] + [100] * 10 and engine.kv_positions() == 11
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prefix_len", [500, 2600])
+def test_calibrated_grounded_decision_through_cached_prefix_equals_full_recompute(engines, template, catalogue,
+                                                                                   prefix_len):
+    """The levers (events in the suffix, first-token calibration, grounded arguments) keep CSR == recompute."""
+    from csr_llm_core.prompt import tokenize_suffix
+    cached, fresh = engines
+    grammar = DecisionGrammar(catalogue, cached.tokenize_plain)
+    head = cached.tokenize(template.head_text(catalogue), bos=True)
+    cached.clear()
+    cached.extend(head)
+    content_free = tokenize_suffix(template.suffix_segments("", 0, ["N/A"]), cached.tokenize, cached.tokenize_plain)
+    grammar.calibrate([cached.logits_after(content_free)])
+    prefix = build_prefix(cached, template, catalogue, prefix_len)
+    events = [chunk_text(5), chunk_text(11)]
+    suffix = tokenize_suffix(template.suffix_segments("open_door", 0, events), cached.tokenize, cached.tokenize_plain)
+    grounded = ["box", "warehouse"]
+    csr = cached.decide(suffix, grammar, grounded)
+    fresh.clear()
+    full = fresh.decide(prefix + suffix, grammar, grounded)
+    assert csr.tokens == full.tokens, (csr.text, full.text)
+    assert csr.decision.intent in catalogue
+    for value in csr.decision.arguments.values():
+        if isinstance(value, str):
+            assert value in grounded

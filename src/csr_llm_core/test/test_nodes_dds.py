@@ -22,7 +22,7 @@ CONFIG = Path(__file__).resolve().parents[3] / "config"
 def test_aggregator_and_reasoning_nodes_over_dds(tmp_path, catalogue):
     state_dir = tmp_path / "state"
     reasoning_params = [f"intents_file:={CONFIG / 'intents.yaml'}", f"prompt_file:={CONFIG / 'prompt.yaml'}",
-                        "tau_mem:=1024", "n_ctx:=2048", "decision_hz:=2.0", "status_hz:=5.0",
+                        "tau_mem:=2048", "n_ctx:=3072", "decision_hz:=2.0", "status_hz:=5.0",
                         f"archive_path:={tmp_path / 'archive.jsonl'}", f"state_dir:={state_dir}"]
     aggregator = start("csr_llm_core.aggregator_node", "joint_states.period:=0.5")
     reasoning = start("csr_llm_core.reasoning_node", *reasoning_params)
