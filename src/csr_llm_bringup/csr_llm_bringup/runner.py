@@ -29,6 +29,10 @@ from csr_llm_core.ros.dds_env import localhost_dds_env
 from .graph import NodeSpec, Profile
 
 
+# After SIGINT a node gets this long (report, joins, saves) before SIGTERM; the launch files use
+# the same grace (sigterm_timeout), so `ros2 launch` and the runner stop a node the same way.
+STOP_GRACE_S = 30.0
+
 class LaunchError(RuntimeError):
     pass
 
@@ -78,7 +82,7 @@ class _Child:
 
 class GraphRunner:
     def __init__(self, profile: Profile, work_dir: Path, out: TextIO = sys.stdout, log_dir: Optional[Path] = None,
-                 grace_s: float = 30.0):
+                 grace_s: float = STOP_GRACE_S):
         self.profile = profile
         self.work_dir = Path(work_dir)
         self.out = out

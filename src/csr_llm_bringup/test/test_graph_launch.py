@@ -75,7 +75,7 @@ def test_launch_and_runner_derive_the_same_nodes_parameters_and_remaps(fake_laun
     for action, spec in zip(actions, loaded.nodes):
         kwargs = action.kwargs
         assert type(action).__name__ == ("LifecycleNode" if spec.lifecycle else "Node")
-        assert ("on_exit" in kwargs) == spec.ends_run      # launch: Shutdown on exit; runner: run over
+        assert callable(kwargs["on_exit"])                 # every node's exit is handled (see below)
         remaps, params_file = parse_runner_command(node_command(spec, write_params_file(spec, tmp_path)))
         runner_params = yaml.safe_load(open(params_file))["/**"]["ros__parameters"]
         assert (kwargs["package"], kwargs["executable"]) == (spec.package, spec.executable)
@@ -86,6 +86,43 @@ def test_launch_and_runner_derive_the_same_nodes_parameters_and_remaps(fake_laun
         assert runner_params["use_sim_time"] == loaded.use_sim_time
         module, func = resolve_entry_point(spec.package, spec.executable)
         assert module.startswith(spec.package)
+
+
+class StrictLaunchContext:
+    """Like launch_ros: a Shutdown emitted after the launch is already shutting down is an error."""
+
+    def __init__(self):
+        self.is_shutdown = False
+
+    def emit(self, actions):
+        for action in actions:
+            assert type(action).__name__ == "Shutdown"
+            if self.is_shutdown:
+                raise RuntimeError("Cannot shutdown a ROS adapter that is not running")
+            self.is_shutdown = True
+        return [a.kwargs["reason"] for a in actions]
+
+
+def test_node_exits_end_the_launch_once_and_never_during_shutdown(fake_launch):
+    actions = {a.kwargs["name"]: a for a in launch_nodes(fake_launch, "sim")}
+    exited = types.SimpleNamespace
+
+    # Ctrl-C: launch is shutting down, the simulator (ends_run) exits 0 and the router -2: no second Shutdown
+    context = StrictLaunchContext()
+    context.is_shutdown = True
+    for name, code in (("simulator", 0), ("action_router", -2), ("reasoning", 0)):
+        assert context.emit(actions[name].kwargs["on_exit"](exited(returncode=code), context)) == []
+
+    # the scenario ends: the simulator's clean exit ends the run, once; the others' exits then add nothing
+    context = StrictLaunchContext()
+    assert context.emit(actions["simulator"].kwargs["on_exit"](exited(returncode=0), context)) == \
+        ["simulator finished"]
+    assert context.emit(actions["recorder"].kwargs["on_exit"](exited(returncode=0), context)) == []
+
+    # a crash anywhere ends the graph with a reason instead of going unnoticed
+    context = StrictLaunchContext()
+    assert context.emit(actions["reasoning"].kwargs["on_exit"](exited(returncode=1), context)) == \
+        ["reasoning exited unexpectedly with code 1"]
 
 
 def test_launch_arguments_namespace_params_file_and_sim_time(fake_launch):
