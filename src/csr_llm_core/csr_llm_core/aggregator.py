@@ -86,10 +86,19 @@ class _TopicState:
     extra: Dict[str, float] = field(default_factory=dict)   # per-frame values (motor temperatures)
 
 
+# No sensor of a robot reads beyond this (rad, m, m/s, N, m/s^2): larger values are corrupt and
+# would also blow a summary line up to thousands of characters.
+MAX_ABS_READING = 1.0e5
+# Motor temperatures outside this range (C) are physically impossible for a working motor.
+TEMPERATURE_RANGE = (-60.0, 400.0)
+
+
 def _finite(values: Sequence[float], what: str) -> Tuple[float, ...]:
     out = tuple(float(v) for v in values)
     if not all(math.isfinite(v) for v in out):
         raise SampleError(f"non-finite {what}")
+    if any(abs(v) > MAX_ABS_READING for v in out):
+        raise SampleError(f"impossible {what} (|value| > {MAX_ABS_READING:g})")
     return out
 
 
@@ -215,6 +224,8 @@ class Aggregator:
         state = self.topics[topic]
         if state.spec.type == "temperature":
             temperature = _finite([sample["temperature"]], "temperature")[0]
+            if not TEMPERATURE_RANGE[0] <= temperature <= TEMPERATURE_RANGE[1]:
+                raise SampleError(f"impossible motor temperature {temperature:g} C")
             state.extra[str(sample.get("frame_id") or "motor")] = temperature
             values = tuple(state.extra[k] for k in sorted(state.extra))
             text = "motor temperatures[C] " + " ".join(f"{k}={state.extra[k]:.1f}" for k in sorted(state.extra))

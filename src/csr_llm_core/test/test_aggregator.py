@@ -116,3 +116,16 @@ def test_a_sample_from_the_future_is_rejected_and_the_stream_keeps_flowing():
     with pytest.raises(SampleError, match="non-finite"):
         agg.check_stamp(float("nan"))
     agg.check_stamp(5.0, now=0.0)                                      # clock unknown (no /clock yet): accepted
+
+
+@pytest.mark.parametrize("topic, sample, why", [
+    ("odom", {"x": 1e300, "y": 0.0, "yaw": 0.0, "v": 0.0, "w": 0.0}, "impossible pose"),
+    ("motor_temperature", {"temperature": -300.0, "frame_id": "arm_elbow"}, "impossible motor temperature"),
+    ("motor_temperature", {"temperature": float("nan"), "frame_id": "arm_elbow"}, "non-finite"),
+])
+def test_impossible_readings_are_rejected_not_summarised(topic, sample, why):
+    from csr_llm_core.aggregator import Aggregator, SampleError, TopicSpec
+    agg = Aggregator([TopicSpec("odom", "odometry", 0.5, 0.0), TopicSpec("motor_temperature", "temperature", 0.5, 0.0)])
+    with pytest.raises(SampleError, match=why):
+        agg.on_sample(topic, sample, 1.0)
+    assert agg.next_seq == 0 and agg.topics[topic].extra == {}
