@@ -116,7 +116,8 @@ def run_closed_loop(ticks: int, cache: bool, seed: int = 7) -> dict:
     prev_sub = ""
     track_sq = 0.0
     track_n = 0
-    base_x = 0.0
+    base_x = base_y = base_yaw = 0.0
+    shelf_object = cfg.reach_targets[0].object_at
     cmd = r.command
     pending_answer: Optional[tuple] = None
     episode = -1
@@ -139,9 +140,13 @@ def run_closed_loop(ticks: int, cache: bool, seed: int = 7) -> dict:
         if ev["shake"] and ev["shake"][0] <= te < ev["shake"][0] + ev["shake"][1]:
             acc = [6.0 * math.sin(40 * te), 6.0 * math.cos(40 * te), G]
         r.set_imu(acc, [0.0, 0.0, 0.3 if ev["shake"] else 0.0], now=now)
-        if t % 20 == 0:
-            base_x += cmd.base_vx * dt * 20
-            r.set_odom(base_x, 0.0, 0.0, cmd.base_vx, cmd.base_wz, now=now)
+        if t % 20 == 0:     # a kinematic base: the go-to-pose controller of move_to turns it
+            base_yaw += cmd.base_wz * dt * 20
+            base_x += cmd.base_vx * math.cos(base_yaw) * dt * 20
+            base_y += cmd.base_vx * math.sin(base_yaw) * dt * 20
+            r.set_odom(base_x, base_y, base_yaw, cmd.base_vx, cmd.base_wz, now=now)
+        if t % 100 == 0:    # perception: the box where the shelf reach grips it (pick_object)
+            r.set_objects(["box"], [shelf_object], str(cfg["base_frame"]), now=now)
         r.set_wrench([0.0, 0.0, plant.grip_force], now=now)
         person = ev["person"]
         r.set_proximity(0.5 if person and person[0] <= te < person[0] + person[1] else math.inf, now=now)

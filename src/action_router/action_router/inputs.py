@@ -10,6 +10,9 @@ Slip filter: ``set_imu`` integrates the longitudinal acceleration into an IMU-de
 pulled toward the wheel speed of the last odometry with time constant ``slip_speed_tau`` (a
 complementary filter): it follows the wheels unless the base really moves differently from them.
 The key encoder compares the two speeds (see encoder.py).
+
+Scene: ``set_objects`` (detected objects: names, positions, frame) swaps in one immutable ``Scene``
+(a reference store: readers see the old or the new scene whole).
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from csr_llm_core.catalogue import DecisionError, IntentCatalogue
 from csr_llm_core.faults import FaultLog
 
 from .buffers import DoubleBuffer
+from .scene import EMPTY_SCENE, Scene, SceneObject
 
 MAX_ABS_INPUT = 1.0e6
 
@@ -41,6 +45,8 @@ FAULT_TEXT = {
     "vision_invalid": "vision_features with NaN/inf values rejected",
     "vision_length": "vision_features length differs from the first message: rejected",
     "zone_unknown": "zone without a configured threshold rejected",
+    "objects_invalid": "detected_objects with mismatched lengths, empty names or NaN/inf poses rejected",
+    "objects_frame": "detected_objects in a frame other than the base or odometry frame rejected",
     "decision_unknown_intent": "decision with an unknown intent rejected; what runs is unchanged",
     "decision_bad_argument": "decision with an invalid argument rejected; what runs is unchanged",
     "decision_missing_argument": "decision without a required argument rejected; what runs is unchanged",
@@ -93,7 +99,7 @@ class RouterInputs:
     """Validating setters over double buffers (any thread); ``snapshot`` for the tick thread."""
 
     def __init__(self, joints: Sequence[str], catalogue: IntentCatalogue, zones: Mapping[str, float],
-                 slip_speed_tau: float, faults: FaultLog):
+                 slip_speed_tau: float, faults: FaultLog, scene_frames: Sequence[str] = ("base_link", "odom")):
         self.joints = list(joints)
         self.joint_index = {j: i for i, j in enumerate(self.joints)}
         n = len(self.joints)
@@ -101,6 +107,8 @@ class RouterInputs:
         self.zones = dict(zones)
         self.slip_speed_tau = float(slip_speed_tau)
         self.faults = faults
+        self.scene_frames = tuple(scene_frames)
+        self.scene: Scene = EMPTY_SCENE
         self.joint_buf = DoubleBuffer({"pos": (n,), "vel": (n,), "eff": (n,), "have_eff": (n,), "hdr": (2,)})
         self.imu_buf = DoubleBuffer({"acc": (3,), "gyro": (3,), "speeds": (2,)})
         self.odom_buf = DoubleBuffer({"pose": (3,), "twist": (2,)})
@@ -251,6 +259,24 @@ class RouterInputs:
             self.faults.record("zone_unknown", repr(zone))
             return False
         self._zone_request = str(zone)
+        return True
+
+    def set_objects(self, names: Sequence[str], positions: Sequence[Sequence[float]], frame: str,
+                    now: float = 0.0) -> bool:
+        """Replace the scene with these detections (an empty list: nothing seen)."""
+        if str(frame) not in self.scene_frames:
+            self.faults.record("objects_frame", f"{frame!r} (expected one of {list(self.scene_frames)})")
+            return False
+        try:
+            points = np.asarray(positions, dtype=float).reshape(-1, 3) if len(positions) else np.zeros((0, 3))
+        except (TypeError, ValueError):
+            points = np.full((0, 3), np.nan)
+        if len(names) != len(points) or not all(str(n) for n in names) \
+                or not np.all(np.abs(points) < MAX_ABS_INPUT):
+            self.faults.record("objects_invalid")
+            return False
+        self.scene = Scene(float(now), str(frame), tuple(
+            SceneObject(str(n), (float(p[0]), float(p[1]), float(p[2]))) for n, p in zip(names, points)))
         return True
 
     def submit_decision(self, intent: str, args: Optional[Mapping[str, object]] = None, trigger: int = 0,

@@ -5,8 +5,9 @@ invalidated (a miss); the PID output is clamped to its limit. A joint clamped co
 ``failsafe_clamp_persist_s`` sets the execution layer's failure flag, and from then on the command
 interpolates linearly over ``failsafe_ramp_s`` to the stored safe-stop set (effort 0, base
 stopped, integrators cleared) instead of jumping to zero. A ``zero_effort`` sub-task (``stop``)
-ramps the efforts to zero the same way. Whatever happened, the command leaving level 3 is finite
-and within the limit.
+ramps the efforts to zero the same way. The base follows the sub-task's template twist, or the
+go-to-pose twist of a ``zone_reached`` sub-task when one is given. Whatever happened, the command
+leaving level 3 is finite and within the limits.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .cache import ExecutionLayer
+from .go_to_pose import BaseTwist
 from .interrupts import SOURCE_NONE, SOURCE_SAFE_STOP, Frame
 from .monitors import ClampMonitor
 from .pid import Gains, VectorPid
@@ -90,8 +92,9 @@ class Level3:
 
     def step(self, now: float, dt: float, execution: ExecutionLayer, source: int, state_ok: bool,
              frame: Optional[Frame], st: Optional[SubTask], p_ref: np.ndarray, v_ref: np.ndarray,
-             q: np.ndarray, qd: np.ndarray) -> Level3Result:
-        """The command of this tick for ``source`` (the arbiter's), running sub-task ``st`` of ``frame``."""
+             q: np.ndarray, qd: np.ndarray, base_twist: Optional[BaseTwist] = None) -> Level3Result:
+        """The command of this tick for ``source`` (the arbiter's), running sub-task ``st`` of ``frame``;
+        ``base_twist`` (go-to-pose) replaces the template's base twist."""
         ex = execution
         exec_hit = ex.refresh()
         if not self.cache_enabled or not exec_hit:
@@ -123,10 +126,14 @@ class Level3:
             if not state_ok:
                 src = SOURCE_NONE
         else:
-            speed = frame.args.get("base_speed")
-            vx = math.copysign(float(speed), st.base_vx) if speed is not None and st.base_vx else st.base_vx
+            if base_twist is not None:
+                vx, wz = base_twist.vx, base_twist.wz
+            else:
+                speed = frame.args.get("base_speed")
+                vx = math.copysign(float(speed), st.base_vx) if speed is not None and st.base_vx else st.base_vx
+                wz = st.base_wz
             self.base_vx = min(max(vx, -self.base_max_linear), self.base_max_linear)
-            self.base_wz = min(max(st.base_wz, -self.base_max_angular), self.base_max_angular)
+            self.base_wz = min(max(wz, -self.base_max_angular), self.base_max_angular)
             if st.zero_effort:
                 a = min(1.0, (now - self._zero_t0) / ramp_s)
                 np.multiply(self._zero_from, 1.0 - a, out=eff)

@@ -22,10 +22,14 @@ from csr_llm_core.paths import expand_path
 from csr_llm_core.robot_description import GAIN_DEFAULTS, RobotDescription, load_robot_description
 
 from .pid import Gains, gains_from_params
+from .scene import ReachTarget
+from .zones import DEFAULT_ZONES, Zone, parse_zones, without_zone_parameters, zone_parameters
 
 # Sub-task fields a decision argument can set (argument_bindings): base_speed is read by level 3
-# (|vx| of the base, the template's sign kept), base_distance by the base_distance done mode.
-ARGUMENT_FIELDS = ("base_speed", "base_distance")
+# (|vx| of the base, the template's sign kept), base_distance by the base_distance done mode,
+# base_goal (a zone name) by the go-to-pose controller of a zone_reached sub-task, reach_object (an
+# object name) picks the reach target for that object in the scene (else the decision is refused).
+ARGUMENT_FIELDS = ("base_speed", "base_distance", "base_goal", "reach_object")
 
 # name -> default (type follows the default; lists of float are double arrays)
 DEFAULTS: Dict[str, Any] = {
@@ -39,8 +43,19 @@ DEFAULTS: Dict[str, Any] = {
     "key_hz": 30.0,
     "command_stamp": "now",              # "now" or "state" (stamp of the joint state used)
     "zone": "corridor",
-    "zones": ["corridor", "warehouse", "door"],
-    "zone_thresholds": [0.85, 0.72, 0.80],
+    **zone_parameters(DEFAULT_ZONES),    # zones.<zone>.threshold / .goal (zones.py)
+    # go-to-pose base controller of zone_reached sub-tasks (go_to_pose.py)
+    "goal_tolerance": 0.10,              # m
+    "goal_yaw_tolerance": 0.10,          # rad
+    "goal_slow_radius": 0.6,             # m
+    "goal_min_speed": 0.05,              # m/s
+    "goal_heading_gain": 1.5,            # rad/s per rad
+    "goal_turn_in_place": 0.6,           # rad
+    "odom_timeout_s": 0.5,               # older odometry: the go-to-pose controller stops the base
+    # scene (detected_objects): frames it may come in and how long a detection stays valid
+    "base_frame": "base_link",
+    "odom_frame": "odom",
+    "scene_timeout_s": 1.0,
     "cache_enabled": True,
     "horizon_s": 0.05,
     "samples": 100,
@@ -117,15 +132,14 @@ class RouterConfig:
     unknown_scene: dict
     catalogue: IntentCatalogue                  # config/intents.yaml
     unused_arguments: Dict[str, List[str]]      # catalogue arguments accepted but not used (yet)
+    zones: Dict[str, Zone]                      # zones.<zone>.threshold / .goal
+    reach_targets: List[ReachTarget]            # router_subtasks.yaml reach_targets
 
     def __getitem__(self, name: str) -> Any:
         return self.params[name]
 
     def threshold(self, zone: str) -> Optional[float]:
-        zones = list(self.params["zones"])
-        if zone in zones:
-            return float(self.params["zone_thresholds"][zones.index(zone)])
-        return None
+        return self.zones[zone].threshold if zone in self.zones else None
 
 
 def load_yaml(path: Path) -> dict:
@@ -141,6 +155,9 @@ def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
     overrides = dict(overrides or {})
     described = description_defaults(robot_description(overrides))
     params = dict(DEFAULTS)
+    if isinstance(overrides.get("zones"), Mapping):    # a nested zone map replaces the default zones
+        params = without_zone_parameters(params)
+        params.update(zone_parameters(overrides.pop("zones")))
     params.update({k: v for k, v in described.items() if not k.startswith("gains.")})
     params.update({k: v for k, v in overrides.items() if not k.startswith("gains.")})
     joints = [str(j) for j in params["joints"]]
@@ -156,8 +173,7 @@ def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
         raise ValueError("position_min must be below position_max")
     if any(v <= 0 for v in params["velocity_max"]) or any(v <= 0 for v in params["effort_max"]):
         raise ValueError("velocity_max and effort_max must be > 0")
-    if len(params["zones"]) != len(params["zone_thresholds"]):
-        raise ValueError("zones and zone_thresholds need the same length")
+    zones = parse_zones(params)
     if not float(params["control_hz"]) > 0 or not float(params["key_hz"]) > 0:
         raise ValueError("control_hz and key_hz must be > 0")
     if int(params["samples"]) < 2 or not float(params["horizon_s"]) > 0:
@@ -194,9 +210,58 @@ def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
                 for k, v in (sub.get("argument_bindings") or {}).items()}
     unused = {str(k): [str(a) for a in (v or [])] for k, v in (sub.get("unused_arguments") or {}).items()}
     check_catalogue_coverage(catalogue, sequences, bindings, unused, sub_path)
+    targets = reach_targets(sub.get("reach_targets") or {}, subtasks, sub_path)
+    check_argument_targets(catalogue, sequences, bindings, subtasks, zones, targets, sub_path)
     return RouterConfig(params=params, joints=joints, gains=gains, subtasks=subtasks,
                         intent_sequences=sequences, argument_bindings=bindings,
-                        interrupts=interrupts, unknown_scene=unknown, catalogue=catalogue, unused_arguments=unused)
+                        interrupts=interrupts, unknown_scene=unknown, catalogue=catalogue, unused_arguments=unused,
+                        zones=zones, reach_targets=targets)
+
+
+def reach_targets(table: Mapping[str, Any], subtasks: Mapping[str, Any], where: Path) -> List[ReachTarget]:
+    out = []
+    for name, spec in table.items():
+        spec = spec or {}
+        point = [float(v) for v in spec.get("object_at") or []]
+        seq = [str(s) for s in spec.get("subtasks") or []]
+        if len(point) != 3 or not float(spec.get("tolerance", 0.0)) > 0:
+            raise ValueError(f"{where}: reach_targets.{name} needs object_at: [x, y, z] and tolerance > 0")
+        if not seq or any(s not in subtasks for s in seq):
+            raise ValueError(f"{where}: reach_targets.{name} has unknown or no sub-tasks {seq}")
+        out.append(ReachTarget(str(name), (point[0], point[1], point[2]), float(spec["tolerance"]), tuple(seq)))
+    return out
+
+
+def check_argument_targets(catalogue: IntentCatalogue, sequences: Mapping[str, List[str]],
+                           bindings: Mapping[str, Mapping[str, str]], subtasks: Mapping[str, Any],
+                           zones: Mapping[str, Zone], targets: List[ReachTarget], where: Path) -> None:
+    """What a bound argument points at exists: a goal per nameable zone, reach targets for objects."""
+    goal_zones = {z.name for z in zones.values() if z.goal is not None}
+    nameable = set()
+    for intent, fields in bindings.items():
+        for arg_name, field in fields.items():
+            if field not in ("base_goal", "reach_object"):
+                continue
+            arg = catalogue[intent].argument(arg_name)
+            if arg.type != "string" or not arg.enum:
+                raise ValueError(f"{where}: {intent}.{arg_name} binds to {field}: it needs a string enum")
+            if field == "base_goal":
+                nameable |= set(arg.enum)
+                missing = [z for z in arg.enum if z not in goal_zones]
+                if missing:
+                    raise ValueError(f"{where}: {intent}.{arg_name} can name zones without a goal: {missing} "
+                                     f"(set zones.<zone>.goal: [x, y] or [x, y, yaw])")
+            elif not targets:
+                raise ValueError(f"{where}: {intent}.{arg_name} binds to reach_object but no reach_targets exist")
+    unknown = sorted(goal_zones - nameable) if nameable else []
+    if unknown:
+        raise ValueError(f"zones.<zone>.goal set for zones no decision can name: {unknown} "
+                         f"(known: {sorted(nameable)})")
+    for intent, seq in sequences.items():
+        goal_driven = [s for s in seq if (subtasks[s] or {}).get("done") == "zone_reached"]
+        if goal_driven and "base_goal" not in bindings.get(intent, {}).values():
+            raise ValueError(f"{where}: intent {intent} runs zone_reached sub-tasks {goal_driven} but binds no "
+                             f"argument to base_goal")
 
 
 def check_catalogue_coverage(catalogue: IntentCatalogue, sequences: Mapping[str, List[str]],

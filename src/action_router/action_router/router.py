@@ -9,7 +9,13 @@ Per tick (``Router.tick(now)``):
      the task layer; a miss runs the unknown-scene protocol and asks for a new decision;
   4. level 2 (``level2.py``): the behaviour layer serves or re-plans the reference; a (re)started
      sub-task's torque limits go into the execution layer;
-  5. level 3 (``level3.py``): PID, clamp, fail-safe ramp; then sub-task progress (``subtask.py``).
+  5. level 3 (``level3.py``): PID, clamp, fail-safe ramp, the base twist (the go-to-pose controller,
+     ``go_to_pose.py``, for a ``zone_reached`` sub-task); then sub-task progress (``subtask.py``).
+
+A decision's arguments are resolved when it starts (``decision_args.py``): a zone becomes the
+go-to-pose goal, an object the reach target where the scene has it (``scene.py``); a decision
+naming an object that is missing or out of reach is refused with one log line and a decision
+request, and what runs stays unchanged.
 
 Each level takes its inputs explicitly and returns a small frozen result; this module wires them
 and owns the stack, the execution layer and the counters. The key step gets last cycle's effort
@@ -19,12 +25,14 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, cast
 
 import numpy as np
 
 from .cache import ExecutionLayer, ExecutionSet
+from .decision_args import bound_fields, resolve_arguments
 from .encoder import KEY_DIM, EncoderConfig, KeyEncoder, ProjectionKeyEncoder
+from .go_to_pose import STOP, BaseTwist, GoToPoseConfig, go_to_pose
 from .inputs import QueuedDecision, RouterInputs, make_fault_log
 from .interrupts import (SOURCE_INTERRUPT, SOURCE_TASK, SOURCE_UNKNOWN_SCENE, Arbiter, Frame,
                          InterruptSpec, InterruptStack, ProximityInterrupts)
@@ -34,10 +42,15 @@ from .level3 import EXEC_DERATED, EXEC_FAILSAFE, EXEC_NOMINAL, EXEC_STOPPED, Lev
 from .monitors import ConfidenceMonitor, GripMonitor, TemperatureMonitor
 from .outputs import Command, RouterStatusSnapshot, frozen_copy
 from .params import RouterConfig, make_config
+from .scene import SceneFrames
 from .subtask import SubTask, check_progress
 from .task_key import EffortAccumulator, KeyUpdate, TaskKeyStep
 
 COMMANDING = (SOURCE_TASK, SOURCE_INTERRUPT, SOURCE_UNKNOWN_SCENE)
+
+
+def pose_tuple(pose: np.ndarray) -> Tuple[float, float, float]:
+    return float(pose[0]), float(pose[1]), float(pose[2])
 
 
 class Router:
@@ -68,13 +81,21 @@ class Router:
         self.intent_names = list(cfg.intent_sequences)
         self.intent_index = {name: i for i, name in enumerate(self.intent_names)}
         self.sequences = [[self.subtask_index[s] for s in cfg.intent_sequences[i]] for i in self.intent_names]
-        zones = {z: float(t) for z, t in zip(cfg["zones"], cfg["zone_thresholds"])}
-        self.inputs = RouterInputs(self.joints, cfg.catalogue, zones, float(cfg["slip_speed_tau"]), self.faults)
+        zones = {z.name: z.threshold for z in cfg.zones.values()}
+        self.scene_frames = SceneFrames(str(cfg["base_frame"]), str(cfg["odom_frame"]),
+                                        float(cfg["scene_timeout_s"]))
+        self.inputs = RouterInputs(self.joints, cfg.catalogue, zones, float(cfg["slip_speed_tau"]), self.faults,
+                                   (self.scene_frames.base, self.scene_frames.odom))
         # sensor setters and decisions are the inputs' own (any thread)
         inp = self.inputs
         self.set_joint_state, self.set_imu, self.set_odom = inp.set_joint_state, inp.set_imu, inp.set_odom
         self.set_wrench, self.set_temperature, self.set_proximity = inp.set_wrench, inp.set_temperature, inp.set_proximity
         self.set_vision, self.set_zone, self.submit_decision = inp.set_vision, inp.set_zone, inp.submit_decision
+        self.set_objects = inp.set_objects
+        self.go_to_pose_config = GoToPoseConfig(
+            float(cfg["base_max_linear"]), float(cfg["base_max_angular"]), float(cfg["goal_tolerance"]),
+            float(cfg["goal_yaw_tolerance"]), float(cfg["goal_slow_radius"]), float(cfg["goal_min_speed"]),
+            float(cfg["goal_heading_gain"]), float(cfg["goal_turn_in_place"]))
         self.encoder = encoder or ProjectionKeyEncoder(EncoderConfig(
             robot_id=str(cfg["robot_id"]), n_joints=n, id_share=float(cfg["id_share"]),
             slip_ratio=float(cfg["slip_ratio"]), slip_min_weight=float(cfg["slip_min_weight"])))
@@ -116,7 +137,7 @@ class Router:
         self.interrupts = ProximityInterrupts(specs, float(cfg["proximity_hysteresis"]))
         self.zone = str(cfg["zone"])
         if self.zone not in zones:
-            raise ValueError(f"zone {self.zone!r} has no threshold (zones: {cfg['zones']})")
+            raise ValueError(f"zone {self.zone!r} has no threshold (zones: {sorted(zones)})")
         self.threshold = zones[self.zone]
         self._zones = zones
         self._key_context: Tuple[str, int] = ("", 0)   # (intent, stage) the tick publishes for the key step
@@ -130,6 +151,8 @@ class Router:
         self.grip_done_count = 0
         self.derate_count = 0
         self.failsafe_count = 0
+        self.refused_decisions = 0
+        self._last_refusal = ""
         self._requests: List[str] = []
         self._sounds: List[str] = []
         self.command = self._command(NO_MATCH.hit, False, False, False, (0.0, 0.0, 0.0), (0, 0))
@@ -165,7 +188,7 @@ class Router:
         state_ok = snap.state_version > 0 and snap.all_joints_seen \
             and (now - snap.state_time) <= float(self.cfg["state_timeout_s"])
         for decision in self.inputs.take_decisions():
-            self._start_decision(decision, now)
+            self._start_decision(decision, now, snap.odom_pose)
         # 1. physical invalidations
         new_hot = self.temperature_monitor.update(snap.temperature)
         if new_hot:
@@ -209,8 +232,9 @@ class Router:
         # 5. level 3, then sub-task progress (completion takes effect next tick)
         t3 = time.perf_counter()
         source = self.arbiter.assign(top, self.execution.failure)["arm"]
+        base = self._base_goal_twist(now, top, st, snap.odom_pose, snap.odom_time, snap.odom_version)
         l3 = self.level3.step(now, dt, self.execution, source, state_ok, top, st, self.level2.p_ref,
-                              self.level2.v_ref, snap.joint_pos, snap.joint_vel)
+                              self.level2.v_ref, snap.joint_pos, snap.joint_vel, base)
         if l3.failure:
             self._after_failure(l3.failure)
         for group in self.arbiter.sources:   # one source per actuator group, whatever changed in the tick
@@ -218,7 +242,7 @@ class Router:
         self.efforts.add(l3.effort, l3.effort_limit)
         if not self.execution.failure and l3.source in COMMANDING and state_ok:
             force = snap.grip_force if now - snap.wrench_time <= 0.1 else 0.0
-            self._progress(top, now, snap.joint_pos, force)
+            self._progress(top, now, snap.joint_pos, force, base is not None and base.reached)
         t4 = time.perf_counter()
         timings = ((t2 - t0) * 1e6, (t3 - t2) * 1e6, (t4 - t3) * 1e6)   # level 1 includes stages 0-2
         self.command = self._command(self.level1.hit, l2_hit, l3.clamped_any, tracking, timings, snap.state_stamp)
@@ -262,22 +286,31 @@ class Router:
         self.level3.zero_output()
 
     # ------------------------------------------------------------------ decisions
-    def _start_decision(self, decision: QueuedDecision, now: float) -> None:
+    def _start_decision(self, decision: QueuedDecision, now: float, odom_pose: np.ndarray) -> None:
         intent = decision.intent
         ii = self.intent_index[intent]
         learned = self.level1.decision_arrived(intent, ii, now)
         if learned:
             self.info(learned)
         binding = self.cfg.argument_bindings.get(intent, {})
-        fields = {field: decision.arguments[name] for name, field in binding.items() if name in decision.arguments}
+        fields = bound_fields(decision.arguments, binding)
         running = self.stack.base()
         if running is not None and running.source == SOURCE_TASK and running.name == intent and \
                 running.args == fields and not self.execution.failure:
             # the reasoning node re-decides at 2 Hz: the same decision confirms the task in
             # progress (or the one just completed), it does not restart it from its first sub-task
+            # (nor re-checks the scene: a lifted object has left its reach target)
             self.repeated_decisions += 1
             return
-        frame = Frame(SOURCE_TASK, intent, list(self.sequences[ii]), intent_index=ii, args=fields)
+        resolved = resolve_arguments(decision.arguments, binding, zones=self.cfg.zones, scene=self.inputs.scene,
+                                     now=now, targets=self.cfg.reach_targets, frames=self.scene_frames,
+                                     odom_pose=pose_tuple(odom_pose))
+        if resolved.refusal:
+            self._refuse(intent, resolved.refusal)
+            return
+        self._last_refusal = ""
+        sequence = [self.subtask_index[s] for s in resolved.subtasks] if resolved.subtasks else self.sequences[ii]
+        frame = Frame(SOURCE_TASK, intent, list(sequence), intent_index=ii, args=fields)
         if self.execution.failure:
             self.execution.failure = False
             self.level3.rearm()
@@ -285,6 +318,27 @@ class Router:
         self.stack.set_base(frame)
         self.level1.reset_misses()
         self.level2.invalidate()
+
+    def _refuse(self, intent: str, reason: str) -> None:
+        """One log line and one decision request per refusal; the same refusal repeated stays quiet."""
+        self.refused_decisions += 1
+        if reason == self._last_refusal:
+            return
+        self._last_refusal = reason
+        self.info(f"decision {intent} refused: {reason}; what runs is unchanged")
+        self._requests.append(reason)
+
+    def _base_goal_twist(self, now: float, frame: Optional[Frame], st: Optional[SubTask], odom_pose: np.ndarray,
+                         odom_time: float, odom_version: int) -> Optional[BaseTwist]:
+        """The go-to-pose twist of a running zone_reached sub-task (stopped on stale odometry)."""
+        if frame is None or st is None or st.done != "zone_reached":
+            return None
+        zone = self.cfg.zones.get(str(frame.args.get("base_goal", "")))
+        if zone is None or zone.goal is None or odom_version == 0 \
+                or now - odom_time > float(self.cfg["odom_timeout_s"]):
+            return STOP
+        speed = float(cast(float, frame.args.get("base_speed", abs(st.base_vx))))
+        return go_to_pose(pose_tuple(odom_pose), zone.goal, speed, self.go_to_pose_config)
 
     def _commanding(self) -> bool:
         top = self.stack.top
@@ -335,11 +389,12 @@ class Router:
         self.level2.invalidate()
 
     # ------------------------------------------------------------------ sub-task progress
-    def _progress(self, frame: Frame, now: float, joint_pos: np.ndarray, grip_force: float) -> None:
+    def _progress(self, frame: Frame, now: float, joint_pos: np.ndarray, grip_force: float,
+                  goal_reached: bool) -> None:
         st = self.subtasks[frame.current]
         progress = check_progress(st, frame, now, joint_pos=joint_pos, final_pose=lambda: self.level2.final_pose(st),
                                   grip=self.grip, grip_force=grip_force,
-                                  settle_tolerance=float(self.cfg["settle_tolerance"]))
+                                  settle_tolerance=float(self.cfg["settle_tolerance"]), goal_reached=goal_reached)
         if progress.gripped:
             self.grip_done_count += 1
             self.info(f"grip held > {self.grip.threshold:g} N for {self.grip.dwell:g} s: {st.name} done")

@@ -6,7 +6,8 @@ stopped, zero effort published), cleanup. ``autostart: true`` configures and act
 for runs without a lifecycle manager.
 
 Topics (relative names): subscribes ``joint_states``, ``imu``, ``odom``, ``gripper/wrench``,
-``motor_temperature``, ``proximity``, ``zone``, ``vision_features``, ``decision``; publishes
+``motor_temperature``, ``proximity``, ``zone``, ``vision_features``, ``decision``,
+``detected_objects`` (DetectedObjects, the scene pick_object checks); publishes
 ``<controller_name>/commands`` (std_msgs/Float64MultiArray, in the order of ``joints``),
 ``motor_command`` (MotorCommand, every tick), ``router_status`` (RouterStatus, ``status_hz``),
 ``cmd_vel`` (Twist, on change and at least at 50 Hz), ``decision_request`` and ``sound``
@@ -35,11 +36,12 @@ from csr_llm_core.ros.geometry import yaw_from_quaternion
 from csr_llm_core.ros.intent_args import arguments_to_dict
 from csr_llm_core.ros.node import run_lifecycle_node
 from csr_llm_core.ros.params import declare_all, parameter_values
-from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
+from csr_llm_msgs.msg import Decision, DetectedObjects, MotorCommand, RouterStatus
 
 from .outputs import Command, RouterStatusSnapshot
 from .params import DEFAULTS, description_defaults, make_config, robot_description
 from .router import Router
+from .zones import PREFIX as ZONE_PREFIX
 
 
 def motor_command_message(cmd: Command, msg: MotorCommand, stamp: Time) -> MotorCommand:
@@ -73,6 +75,15 @@ def router_status_message(status: RouterStatusSnapshot, stamp: Time, loop_hz: fl
     return msg
 
 
+def declare_zone_overrides(node: LifecycleNode) -> None:
+    """Declare the zones.<zone>.<field> parameters a params file adds beyond the default zones, so
+    a new zone is read (and checked) instead of silently ignored. rclpy has no public accessor for
+    the overrides of undeclared parameters: ``_parameter_overrides`` is the one it keeps."""
+    overrides = getattr(node, "_parameter_overrides", {}) or {}
+    declare_all(node, {name: p.value for name, p in overrides.items()
+                       if name.startswith(ZONE_PREFIX) and not node.has_parameter(name)})
+
+
 class RouterNode(LifecycleNode):
     def __init__(self, node_name: str = "action_router", **kwargs):
         self._tick_on_state = False
@@ -82,6 +93,7 @@ class RouterNode(LifecycleNode):
         # joints, limits and gains default to the robot description (the simulator's too)
         declare_all(self, description_defaults(robot_description(
             {"robot_description_file": self.get_parameter("robot_description_file").value})))
+        declare_zone_overrides(self)
         self.router: Optional[Router] = None
         self._lock = threading.Lock()
         self._active = False
@@ -152,6 +164,8 @@ class RouterNode(LifecycleNode):
             self.create_subscription(Float32MultiArray, "vision_features", self._on_vision, qos.best_effort(5),
                                      callback_group=g),
             self.create_subscription(Decision, "decision", self._on_decision, reliable, callback_group=g),
+            self.create_subscription(DetectedObjects, "detected_objects", self._on_objects, reliable,
+                                     callback_group=g),
         ]
         self._effort_msg = Float64MultiArray()
         self._motor_msg = MotorCommand(joint_names=list(r.joints))
@@ -342,6 +356,12 @@ class RouterNode(LifecycleNode):
         r = self.router
         if r is not None:
             r.set_vision(msg.data, self._now())
+
+    def _on_objects(self, msg: DetectedObjects) -> None:
+        r = self.router
+        if r is not None:
+            positions = [(p.position.x, p.position.y, p.position.z) for p in msg.poses]
+            r.set_objects(list(msg.names), positions, msg.header.frame_id, self._now())
 
     def _on_decision(self, msg: Decision) -> None:
         r = self.router

@@ -4,7 +4,8 @@
 A sub-task is done in one of ``DONE_MODES``: ``trajectory`` (template end reached and the defined,
 position-tracked joints settled within ``settle_tolerance``), ``grip`` (grip force above the
 threshold for the dwell time, ``GripMonitor``), ``base_distance`` (the base travelled the distance,
-or the decision's ``base_distance`` argument) or ``never``. Past its ``timeout`` a sub-task that is
+or the decision's ``base_distance`` argument), ``zone_reached`` (the go-to-pose controller reached
+the goal of the decision's zone, ``base_goal``) or ``never``. Past its ``timeout`` a sub-task that is
 not done has timed out; what that means (unknown scene for a task, done for an interrupt) is the
 router's call.
 """
@@ -21,7 +22,7 @@ from .interrupts import Frame
 from .monitors import GripMonitor
 from .params import RouterConfig
 
-DONE_MODES = ("trajectory", "grip", "base_distance", "never")
+DONE_MODES = ("trajectory", "grip", "base_distance", "zone_reached", "never")
 
 
 class SubTask:
@@ -83,7 +84,7 @@ class Progress:
 
 def check_progress(st: SubTask, frame: Frame, now: float, *, joint_pos: np.ndarray,
                    final_pose: Callable[[], np.ndarray], grip: GripMonitor, grip_force: float,
-                   settle_tolerance: float) -> Progress:
+                   settle_tolerance: float, goal_reached: bool = False) -> Progress:
     """Is the frame's running sub-task done? ``final_pose`` is asked only once the template ended."""
     tau = frame.phase + (now - frame.run_since)
     done = gripped = False
@@ -96,6 +97,8 @@ def check_progress(st: SubTask, frame: Frame, now: float, *, joint_pos: np.ndarr
     elif st.done == "base_distance":
         dist = frame.args.get("base_distance", st.base_distance)
         done = frame.base_travel >= float(dist)
+    elif st.done == "zone_reached":
+        done = goal_reached
     if not done and now - frame.start_time > st.timeout:
         return Progress(timed_out=True)
     return Progress(done=done, gripped=gripped)

@@ -1,8 +1,9 @@
-"""Shared rig for router tests: a Router closed over the toy plant, stepped at 1 kHz."""
+"""Shared rig for router tests: a Router closed over the toy plant, stepped at 1 kHz; optionally a
+kinematic base (cmd_vel integrated into odometry) and a scene of detected objects."""
 from __future__ import annotations
 
+import math
 import re
-
 
 from action_router.params import make_config
 from action_router.plant import JointPlant
@@ -17,7 +18,7 @@ def fault_kind(line: str) -> str:
 
 
 class Rig:
-    def __init__(self, faults=None, infos=None, plant=True, **overrides):
+    def __init__(self, faults=None, infos=None, plant=True, base=False, **overrides):
         self.cfg = make_config(overrides)
         self.faults = [] if faults is None else faults
         self.infos = [] if infos is None else infos
@@ -35,6 +36,8 @@ class Rig:
         self.imu_acc = [0.0, 0.0, 9.80665]
         self.imu_gyro = [0.0, 0.0, 0.0]
         self.history = []
+        self.base = [0.0, 0.0, 0.0] if base else None     # x, y, yaw of the kinematic base (odometry)
+        self.objects = None        # [(name, (x, y, z))] in base_link: published as detections each tick
 
     def step(self, n: int = 1, record: bool = False):
         r = self.router
@@ -46,12 +49,21 @@ class Rig:
                     r.set_wrench([0.0, 0.0, self.plant.grip_force], now=self.now)
             r.set_imu(self.imu_acc, self.imu_gyro, now=self.now)
             r.set_proximity(self.proximity, now=self.now)
+            if self.base is not None:
+                c = r.command
+                r.set_odom(*self.base, c.base_vx, c.base_wz, now=self.now)
+            if self.objects is not None:
+                r.set_objects([n for n, _ in self.objects], [p for _, p in self.objects], "base_link", now=self.now)
             r.tick(self.now)
             if record:
                 self.history.append((self.now, r.command.effort.copy(), r.command.source, r.command.sub_task,
                                      r.command.execution_state, dict(r.arbiter.sources)))
             if self.plant is not None:
                 self.plant.step(r.command.effort)
+            if self.base is not None:
+                x, y, yaw = self.base
+                vx, wz = r.command.base_vx, r.command.base_wz
+                self.base = [x + vx * math.cos(yaw) * self.dt, y + vx * math.sin(yaw) * self.dt, yaw + wz * self.dt]
             self.now += self.dt
         return r
 

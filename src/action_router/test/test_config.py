@@ -1,5 +1,6 @@
 """Router config against the intent catalogue: every intent has a sub-task sequence, every argument is
-bound or explicitly listed as unused (logged once at start); anything else is a clear load error."""
+bound or explicitly listed as unused (logged once at start); what a bound argument points at (zone
+goals, reach targets) exists; anything else is a clear load error."""
 import pytest
 import yaml
 
@@ -17,19 +18,32 @@ def config_with(tmp_path, edit):
     return {"subtasks_file": str(path)}
 
 
-def test_unused_arguments_are_logged_once_at_start():
+def test_every_catalogue_argument_is_bound_by_default():
     cfg = make_config()
-    assert cfg.unused_arguments == {"move_to": ["zone"], "pick_object": ["object"]}
+    assert cfg.unused_arguments == {}
+    assert cfg.argument_bindings == {"move_to": {"zone": "base_goal", "speed": "base_speed"},
+                                     "pick_object": {"object": "reach_object"},
+                                     "back_off": {"distance": "base_distance"}}
     infos = []
     Router(cfg, info_report=infos.append)
+    assert not [line for line in infos if "accepted but not used" in line]
+
+
+def test_unused_arguments_are_logged_once_at_start(tmp_path):
+    def unbind_object(d):
+        d["argument_bindings"].pop("pick_object")
+        d["unused_arguments"] = {"pick_object": ["object"]}
+    infos = []
+    Router(make_config(config_with(tmp_path, unbind_object)), info_report=infos.append)
     unused = [line for line in infos if "accepted but not used" in line]
-    assert unused == ["argument move_to.zone is accepted but not used by the router",
-                      "argument pick_object.object is accepted but not used by the router"]
+    assert unused == ["argument pick_object.object is accepted but not used by the router"]
 
 
-def test_an_argument_neither_bound_nor_listed_is_a_load_error(tmp_path):
-    overrides = config_with(tmp_path, lambda d: d["unused_arguments"].pop("pick_object"))
-    with pytest.raises(ValueError, match=r"pick_object\.object is neither bound .* nor listed under unused_arguments"):
+@pytest.mark.parametrize("intent, argument", [("pick_object", "object"), ("move_to", "zone"), ("move_to", "speed"),
+                                              ("back_off", "distance")])
+def test_an_argument_neither_bound_nor_listed_is_a_load_error(tmp_path, intent, argument):
+    overrides = config_with(tmp_path, lambda d: d["argument_bindings"][intent].pop(argument))
+    with pytest.raises(ValueError, match=rf"{intent}\.{argument} is neither bound .* nor listed under unused_"):
         make_config(overrides)
 
 
@@ -54,3 +68,47 @@ def test_the_catalogue_comes_from_the_intents_file():
     cfg = make_config()
     assert set(cfg.catalogue.names) <= set(cfg.intent_sequences)
     assert cfg.catalogue["back_off"].argument("distance").maximum == 1.0
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d["reach_targets"].clear(), "binds to reach_object but no reach_targets exist"),
+    (lambda d: d["reach_targets"]["shelf_front_right"].update(object_at=[0.7, 0.0]), r"object_at: \[x, y, z\]"),
+    (lambda d: d["reach_targets"]["shelf_front_right"].update(subtasks=["reach_moon"]), "unknown or no sub-tasks"),
+    (lambda d: d["argument_bindings"].update(move_to={"zone": "base_speed", "speed": "base_goal"}), "string enum"),
+    (lambda d: d["argument_bindings"]["move_to"].pop("zone") and d["unused_arguments"].update(move_to=["zone"]),
+     "runs zone_reached sub-tasks .* binds no argument to base_goal"),
+])
+def test_what_a_bound_argument_points_at_must_exist(tmp_path, edit, message):
+    with pytest.raises(ValueError, match=message):
+        make_config(config_with(tmp_path, edit))
+
+
+def test_a_zone_move_to_can_name_without_a_goal_is_a_load_error():
+    with pytest.raises(ValueError, match=r"can name zones without a goal: \['door'\]"):
+        make_config({"zones": {"corridor": {"threshold": 0.85, "goal": [-2.5, 0.0]},
+                               "warehouse": {"threshold": 0.72, "goal": [2.3, 0.0]},
+                               "door": {"threshold": 0.80}}})
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"zones.kitchen.goal": [5.0, 5.0], "zones.kitchen.threshold": 0.8},
+     r"goal set for zones no decision can name: \['kitchen'\]"),
+    ({"zones.kitchen.goal": [5.0, 5.0]}, r"zone 'kitchen' has no threshold"),
+    ({"zones.door.goal": [1.0]}, r"zones\.door\.goal must be \[x, y\] or \[x, y, yaw\]"),
+    ({"zones.door.goal": [0.0, float("nan")]}, r"zones\.door\.goal must be"),
+    ({"zones.door.threshold": 1.5}, r"zones\.door\.threshold must be in \(0, 1\]"),
+    ({"zones.door.speed": 0.2}, r"expected zones\.<zone>\.threshold or zones\.<zone>\.goal"),
+])
+def test_zone_configuration_errors_are_clear(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        make_config(overrides)
+
+
+def test_zones_are_a_nested_map_flattened_like_ros_parameters():
+    nested = make_config({"zones": {"corridor": {"threshold": 0.85, "goal": [-2.5, 0.0]},
+                                    "warehouse": {"threshold": 0.72, "goal": [2.3, 0.0, 0.0]},
+                                    "door": {"threshold": 0.8, "goal": [0.0, 0.0, 0.0]}}})
+    assert nested.zones["warehouse"].goal.x == 2.3 and nested.zones["corridor"].goal.yaw is None
+    flat = make_config({"zones.warehouse.goal": [2.3, 0.0, 0.0]})      # what a params file gives the node
+    assert flat.zones["warehouse"].goal == nested.zones["warehouse"].goal
+    assert flat.threshold("warehouse") == 0.72 and flat.threshold("mars") is None

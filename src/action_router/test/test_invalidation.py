@@ -149,6 +149,7 @@ def test_clamp_monitor_persistence():
 
 def test_level2_writes_the_sub_task_torque_limits_into_the_execution_layer():
     rig = Rig()
+    rig.objects = [("box", rig.cfg.reach_targets[0].object_at)]   # where the shelf reach grips
     r = rig.router
     r.submit_decision("pick_object", {"object": "box"})   # every declared argument is required
     assert rig.run_until(lambda r: r.command.sub_task == "grip_object", 5.0)

@@ -109,15 +109,16 @@ def test_unknown_intent_is_rejected_once_logged_and_does_not_change_what_runs():
 
 
 def test_arguments_bind_to_the_sub_task():
-    rig = Rig()
+    rig = Rig(base=True)
     r = rig.router
     r.submit_decision("back_off", {"distance": 0.1})
     rig.step(5)
     assert r.command.sub_task == "reverse" and r.command.base_vx == pytest.approx(-0.2)
     assert rig.run_until(lambda r: r.command.sub_task == "hold", 2.0)      # 0.1 m at 0.2 m/s, then idle hold
-    r.submit_decision("move_to", {"zone": "door", "speed": 0.1})
+    assert rig.base[0] == pytest.approx(-0.1, abs=0.005)
+    r.submit_decision("move_to", {"zone": "warehouse", "speed": 0.1})
     rig.step(5)
-    assert r.command.sub_task == "drive" and r.command.base_vx == pytest.approx(0.1)
+    assert r.command.sub_task == "drive_to_zone" and r.command.base_vx == pytest.approx(0.1, abs=1e-3)
 
 
 def test_hit_rate_climbs_when_the_same_unusual_scene_recurs(between_acc):

@@ -547,6 +547,20 @@ class Simulator:
         x, y, z = (float(v) for v in self.data.qpos[self._obj_q:self._obj_q + 3])
         return x, y, z
 
+    def detected_objects(self) -> List[Tuple[str, Tuple[float, float, float], Tuple[float, float, float, float]]]:
+        """What a perception node on the base reports: each placed object's name, centre and
+        orientation (w, x, y, z) in the base frame (the true pose, no sensor noise)."""
+        if not self.object_present:
+            return []
+        bx, by, yaw = self.base_pose()
+        x, y, z = self.object_position()
+        c, s = math.cos(yaw), math.sin(yaw)
+        base_inv = np.array([math.cos(0.5 * yaw), 0.0, 0.0, -math.sin(0.5 * yaw)])
+        quat = np.zeros(4)
+        mujoco.mju_mulQuat(quat, base_inv, np.asarray(self.data.qpos[self._obj_q + 3:self._obj_q + 7]))
+        w, qx, qy, qz = (float(v) for v in quat)
+        return [(self.object_name, (c * (x - bx) + s * (y - by), -s * (x - bx) + c * (y - by), z), (w, qx, qy, qz))]
+
     def truth(self) -> dict:
         x, y, yaw = self.base_pose()
         vf, vl, wz = self.base_velocity()

@@ -6,6 +6,8 @@ the order of the ``joints`` parameter), ``cmd_vel`` (geometry_msgs/Twist), ``dec
 Publishes: ``joint_states``, ``imu``, ``odom``, ``gripper/wrench``, ``motor_temperature`` (one
 message per joint, header.frame_id = joint), ``proximity`` (sensor_msgs/Range), ``zone``,
 ``events`` (std_msgs/String), ``sim/truth`` (JSON, optional) and ``/clock``. Every stamp is sim time.
+``detected_objects`` (csr_llm_msgs/DetectedObjects, with the zone): the placed objects in the base
+frame, as a perception node would report them.
 
 The physics runs in its own thread (not a timer): step, publish what is due, pace to
 ``real_time_factor`` (0 = as fast as possible); with ``lockstep_decision_period`` > 0 it stops at
@@ -29,13 +31,13 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import Twist, WrenchStamped
+from geometry_msgs.msg import Pose, Twist, WrenchStamped
 from nav_msgs.msg import Odometry
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState, Range, Temperature
 from std_msgs.msg import Float64MultiArray, String
 
-from csr_llm_msgs.msg import Decision, MotorCommand
+from csr_llm_msgs.msg import Decision, DetectedObjects, MotorCommand
 from csr_llm_core.faults import FaultLog
 from csr_llm_core.ros import qos
 from csr_llm_core.paths import expand_path
@@ -139,6 +141,7 @@ class SimulatorNode(Node):
         self.pub_zone = self.create_publisher(String, "zone", RELIABLE)
         self.pub_events = self.create_publisher(String, "events", EVENTS_QOS)
         self.pub_truth = self.create_publisher(String, "sim/truth", RELIABLE)
+        self.pub_objects = self.create_publisher(DetectedObjects, "detected_objects", RELIABLE)
 
         self.msg_clock = Clock()
         self.msg_clock.clock = self.stamp
@@ -318,6 +321,7 @@ class SimulatorNode(Node):
                 self._publish_proximity()
             if e_zone and k % e_zone == 0:
                 self._publish_zone()
+                self._publish_objects()
             if e_truth and k % e_truth == 0:
                 truth = sim.truth()
                 truth["lockstep_waits"], truth["lockstep_timeouts"] = lock.waits, lock.timeouts
@@ -340,6 +344,7 @@ class SimulatorNode(Node):
         self._publish_temperatures()
         self._publish_proximity()
         self._publish_zone()
+        self._publish_objects()
 
     def _publish_wrench(self) -> None:
         self.msg_wrench.wrench.force.z = self.sim.grip_force()
@@ -359,6 +364,18 @@ class SimulatorNode(Node):
     def _publish_zone(self) -> None:
         self.msg_zone.data = self.sim.zone()
         self.pub_zone.publish(self.msg_zone)
+
+    def _publish_objects(self) -> None:
+        msg = DetectedObjects()
+        msg.header.stamp = self.stamp
+        msg.header.frame_id = self.base_frame
+        for name, (x, y, z), (w, qx, qy, qz) in self.sim.detected_objects():
+            pose = Pose()
+            pose.position.x, pose.position.y, pose.position.z = x, y, z
+            pose.orientation.w, pose.orientation.x, pose.orientation.y, pose.orientation.z = w, qx, qy, qz
+            msg.names.append(name)
+            msg.poses.append(pose)
+        self.pub_objects.publish(msg)
 
     def _publish_joint_states(self) -> None:
         sim = self.sim
