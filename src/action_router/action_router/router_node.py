@@ -41,7 +41,7 @@ from csr_llm_msgs.msg import Decision, DetectedObjects, MotorCommand, RouterStat
 from .outputs import Command, RouterStatusSnapshot
 from .params import DEFAULTS, description_defaults, make_config, robot_description
 from .router import Router
-from .zones import PREFIX as ZONE_PREFIX
+from .zones import DEFAULT_ZONES, PREFIX as ZONE_PREFIX
 
 
 def motor_command_message(cmd: Command, msg: MotorCommand, stamp: Time) -> MotorCommand:
@@ -75,13 +75,13 @@ def router_status_message(status: RouterStatusSnapshot, stamp: Time, loop_hz: fl
     return msg
 
 
-def declare_zone_overrides(node: LifecycleNode) -> None:
-    """Declare the zones.<zone>.<field> parameters a params file adds beyond the default zones, so
-    a new zone is read (and checked) instead of silently ignored. rclpy has no public accessor for
-    the overrides of undeclared parameters: ``_parameter_overrides`` is the one it keeps."""
-    overrides = getattr(node, "_parameter_overrides", {}) or {}
-    declare_all(node, {name: p.value for name, p in overrides.items()
-                       if name.startswith(ZONE_PREFIX) and not node.has_parameter(name)})
+def declare_extra_zones(node: LifecycleNode) -> None:
+    """Declare zones.<zone>.threshold/.goal for zones named in ``zone_names`` beyond the defaults
+    (the nav2 plugin pattern: a list of names, then parameters per name), so a zone added in a
+    params file is read and checked. Without a value they stay unset and configure names them."""
+    names = [str(n) for n in node.declare_parameter("zone_names", list(DEFAULT_ZONES)).value]
+    declare_all(node, {f"{ZONE_PREFIX}{zone}.{key}": None for zone in names if zone not in DEFAULT_ZONES
+                       for key in ("threshold", "goal")})
 
 
 class RouterNode(LifecycleNode):
@@ -93,7 +93,7 @@ class RouterNode(LifecycleNode):
         # joints, limits and gains default to the robot description (the simulator's too)
         declare_all(self, description_defaults(robot_description(
             {"robot_description_file": self.get_parameter("robot_description_file").value})))
-        declare_zone_overrides(self)
+        declare_extra_zones(self)
         self.router: Optional[Router] = None
         self._lock = threading.Lock()
         self._active = False

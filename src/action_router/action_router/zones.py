@@ -60,7 +60,7 @@ def parse_zones(params: Mapping[str, Any]) -> Dict[str, Zone]:
         raise ValueError("no zones configured (zones.<zone>.threshold)")
     zones = {}
     for zone, spec in fields.items():
-        if "threshold" not in spec:
+        if spec.get("threshold") is None:
             raise ValueError(f"zone {zone!r} has no threshold (zones.{zone}.threshold)")
         threshold = float(spec["threshold"])
         if not 0.0 < threshold <= 1.0:

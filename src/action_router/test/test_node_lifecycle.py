@@ -52,3 +52,16 @@ def test_bad_parameters_fail_configure_with_a_clear_error():
         node2 = sp.create(RouterNode, "router_bad_gain", parameter_overrides=[
             Parameter("gains.arm_elbow.antiwindup_strategy", value="magic")])
         assert node2.trigger_configure() == TransitionCallbackReturn.FAILURE
+
+
+def test_a_zone_added_in_parameters_is_read_and_an_incomplete_one_refused():
+    with spinning() as sp:
+        node = sp.create(RouterNode, "router_zones", parameter_overrides=[
+            Parameter("zone_names", value=["corridor", "warehouse", "door", "kitchen"]),
+            Parameter("zones.kitchen.threshold", value=0.8)])   # a level-1 zone no decision drives to
+        assert node.trigger_configure() == OK
+        assert node.router.cfg.zones["kitchen"].threshold == 0.8 and node.router.cfg.zones["kitchen"].goal is None
+        incomplete = sp.create(RouterNode, "router_zones_bad", parameter_overrides=[
+            Parameter("zone_names", value=["corridor", "warehouse", "door", "attic"]),
+            Parameter("zones.attic.goal", value=[1.0, 1.0])])
+        assert incomplete.trigger_configure() == TransitionCallbackReturn.FAILURE
