@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, cast
 
 from .aggregator import KIND_EVENT, ChunkOut
 from .catalogue import IntentCatalogue
@@ -49,6 +49,15 @@ BASELINE_PROMPT = {
 }
 
 
+class _StateChunkMsg(Protocol):
+    """The fields of csr_llm_msgs/msg/StateChunk read here (rosbags deserializes to untyped classes)."""
+    header: Any
+    seq: int
+    source_topic: str
+    kind: int
+    text: str
+
+
 def golden_bag_stream(bag: Path) -> Optional[Stream]:
     """The golden bag's recorded `state_chunks`, probed after its events (None without rosbags)."""
     try:
@@ -66,7 +75,7 @@ def golden_bag_stream(bag: Path) -> Optional[Stream]:
     with AnyReader([bag.parent if bag.is_file() else bag], default_typestore=store) as reader:
         connections = [c for c in reader.connections if c.topic.lstrip("/") == "state_chunks"]
         for connection, _, raw in reader.messages(connections=connections):
-            msg = reader.deserialize(raw, connection.msgtype)
+            msg = cast(_StateChunkMsg, reader.deserialize(raw, connection.msgtype))
             if msg.kind == 2:      # watermarks carry no text
                 continue
             stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
@@ -128,7 +137,7 @@ def chance_level(probes: Sequence[Probe], n_intents: int) -> float:
 def best_constant(probes: Sequence[Probe], intents: Sequence[str]) -> Tuple[str, float]:
     """The best always-the-same-intent policy and its accuracy (what a degenerate model can reach)."""
     scores = {name: statistics.mean(name in p.accept for p in probes) for name in intents}
-    name = max(scores, key=scores.get)
+    name = max(scores, key=lambda n: scores[n])
     return name, scores[name]
 
 
@@ -185,7 +194,7 @@ def summarize(outcomes: Sequence[Outcome], intents: Sequence[str]) -> dict:
 
 def format_report(results: Mapping[str, dict], situations: Sequence[str], intents: Sequence[str]) -> str:
     names = list(results)
-    width = max(len(s) for s in situations + ["overall", "chance"]) + 2
+    width = max(len(s) for s in [*situations, "overall", "chance"]) + 2
     lines = [f"{'situation':<{width}}" + "".join(f"{n:>13}" for n in names)]
     for situation in situations:
         lines.append(f"{situation:<{width}}" + "".join(f"{results[n]['by_situation'].get(situation, math.nan):>13.2f}"

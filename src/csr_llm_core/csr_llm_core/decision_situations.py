@@ -90,8 +90,8 @@ class Script:
         return self
 
     def ask(self, accept: Union[str, Sequence[str]], running: str = "", note: str = "", **args: str) -> "Script":
-        accept = frozenset([accept] if isinstance(accept, str) else accept)
-        self.probes.append((len(self.chunks), Probe(accept, running, dict(args), note)))
+        accepted = frozenset([accept] if isinstance(accept, str) else accept)
+        self.probes.append((len(self.chunks), Probe(accepted, running, dict(args), note)))
         return self
 
     def stream(self) -> Stream:

@@ -62,6 +62,9 @@ class LlamaEngine:
         self.n_batch = n_batch
         self.n_vocab = self.llm.n_vocab()
         self.tokens: List[int] = []
+        # Set by the Reasoner: the epoch of its view of the state these tokens were synced to (None:
+        # never synced); while it is unchanged the view has only grown, so syncing may just append.
+        self.view_epoch: Optional[int] = None
         self.llm._ctx.kv_cache_clear()
 
     # --- tokenizer -------------------------------------------------------------------------
@@ -143,7 +146,7 @@ class LlamaEngine:
             self.extend(suffix)
             run = grammar.start(grounded, context)
             step = run.first()
-            ttft = None
+            ttft: Optional[float] = None
             while not step.done:
                 if step.feed:
                     self.extend(step.feed)
@@ -154,6 +157,9 @@ class LlamaEngine:
         finally:
             self.truncate(prefix_len)
         total = time.perf_counter() - start
+        if ttft is None:        # the grammar fixed the whole decision (one intent, nothing to choose)
+            ttft = total
+        assert run.result is not None, "the decode loop ends only when the grammar has returned"
         return DecodeResult(run.result, list(run.tokens), list(run.chosen), run.text,
                             ttft * 1e3, total * 1e3, prefix_len, len(suffix))
 

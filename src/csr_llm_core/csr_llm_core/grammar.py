@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Generator, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .catalogue import ArgumentSpec, IntentCatalogue, ParsedDecision
 
 Tokenize = Callable[[str], List[int]]
+_Op = Tuple[List[int], np.ndarray]     # what a decode program yields: (tokens to feed, allowed ids)
 
 MAX_INT_DIGITS = 6
 MAX_FRACTION_DIGITS = 3
@@ -53,7 +54,7 @@ def _values(node: "_Trie") -> Iterator[str]:
 class _Trie:
     """Token-sequence trie; `value` is set on the node that ends a complete sequence."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.children: Dict[int, "_Trie"] = {}
         self.value: Optional[str] = None
 
@@ -93,14 +94,15 @@ class DecodeRun:
     grammar: "DecisionGrammar"
     tokens: List[int] = field(default_factory=list)   # every token of the decision, in order
     chosen: List[int] = field(default_factory=list)   # the tokens the model picked
-    _gen: Optional[Iterator] = None
+    grounded: Optional[FrozenSet[str]] = None      # string arguments limited to these (None: all)
+    _gen: Optional[Generator[_Op, int, ParsedDecision]] = None
     _pending: List[int] = field(default_factory=list)
     _text: List[str] = field(default_factory=list)
     result: Optional[ParsedDecision] = None
     prior: Optional[Dict[int, float]] = None      # content-free log-probs of the first intent tokens
 
     def first(self) -> Step:
-        self._gen = self.grammar._program()
+        self._gen = self.grammar._program(self)
         return self._next(None)
 
     def advance(self, token: int) -> Step:
@@ -111,6 +113,8 @@ class DecodeRun:
     def pick(self, step: Step, logits: np.ndarray) -> int:
         """Greedy choice among the allowed tokens (calibrated at the intent's first token)."""
         allowed = step.allowed
+        if allowed is None:
+            raise ValueError("the decision is complete: there is nothing to pick")
         scores = np.asarray(logits[allowed], dtype=np.float64)
         if self.prior is not None and not self.chosen and \
                 np.array_equal(allowed, self.grammar.first_token_ids):     # the intent's first token
@@ -118,8 +122,11 @@ class DecodeRun:
         return int(allowed[int(np.argmax(scores))])
 
     def _next(self, token: Optional[int]) -> Step:
+        gen = self._gen
+        if gen is None:
+            raise RuntimeError("call first() before advance()")
         try:
-            op = self._gen.send(token) if token is not None else next(self._gen)
+            op = gen.send(token) if token is not None else next(gen)
         except StopIteration as stop:
             self.result = stop.value
             self.tokens.extend(self._pending)
@@ -169,8 +176,6 @@ class DecisionGrammar:
                     for value in arg.enum:
                         trie.insert(self._tokens(value) + self._quote, value)
                     self._enum_tries[(intent.name, arg.name)] = trie
-        self._run: Optional[DecodeRun] = None
-        self._grounded: Optional[frozenset] = None
         self._grounded_tries: Dict[Tuple[str, str, frozenset], _Trie] = {}
         self.first_token_priors: Dict[str, Dict[int, float]] = {}
         self._first_ids = np.fromiter(self._intents.children, dtype=np.int64)
@@ -214,15 +219,14 @@ class DecisionGrammar:
 
         `grounded`: the names the state mentions (string arguments are limited to them);
         `context`: which calibration prior applies (the one measured with it, else the default "")."""
-        self._grounded = frozenset(grounded) if grounded is not None else None
-        self._run = DecodeRun(self)
-        self._run.prior = self.first_token_priors.get(context, self.first_token_priors.get(""))
-        return self._run
+        run = DecodeRun(self, grounded=frozenset(grounded) if grounded is not None else None)
+        run.prior = self.first_token_priors.get(context, self.first_token_priors.get(""))
+        return run
 
-    def _enum_trie(self, intent: str, arg: ArgumentSpec) -> _Trie:
-        if self._grounded is None:
+    def _enum_trie(self, run: DecodeRun, intent: str, arg: ArgumentSpec) -> _Trie:
+        if run.grounded is None:
             return self._enum_tries[(intent, arg.name)]
-        values = [v for v in arg.enum if v in self._grounded]
+        values = [v for v in arg.enum if v in run.grounded]
         if not values:
             return self._enum_tries[(intent, arg.name)]
         key = (intent, arg.name, frozenset(values))
@@ -234,57 +238,60 @@ class DecisionGrammar:
         return self._grounded_tries[key]
 
     # The program is a generator: it yields (forced_tokens, allowed_ids) and receives the choice.
-    def _program(self):
-        run = self._run
-        intent = yield from self._choose(self._intents)
+    # It reads and writes only `run`, the decode that started it.
+    def _program(self, run: DecodeRun) -> Generator[_Op, int, ParsedDecision]:
+        intent = yield from self._choose(run, self._intents)
         spec = self.catalogue[intent]
         run._text.append(f'{intent}"')
-        values = {}
+        values: Dict[str, Any] = {}
         if not spec.arguments:
-            self._fixed(', "args": {}}')
+            self._fixed(run, ', "args": {}}')
             return ParsedDecision(intent, {})
         separator = ', "args": {'
         for index, arg in enumerate(spec.arguments):
             last = index == len(spec.arguments) - 1
             closing = "}}" if last else ", "
+            value: Any
             if arg.type == "string":
-                self._fixed(f'{separator}"{arg.name}": "')
-                value = yield from self._choose(self._enum_trie(intent, arg))
+                self._fixed(run, f'{separator}"{arg.name}": "')
+                value = yield from self._choose(run, self._enum_trie(run, intent, arg))
                 run._text.append(f'{value}"')
-                self._fixed(closing)
+                self._fixed(run, closing)
             elif arg.type == "bool":
-                self._fixed(f'{separator}"{arg.name}": ')
-                value = (yield from self._choose(self._bool)) == "true"
+                self._fixed(run, f'{separator}"{arg.name}": ')
+                value = (yield from self._choose(run, self._bool)) == "true"
                 run._text.append("true" if value else "false")
-                self._fixed(closing)
+                self._fixed(run, closing)
             else:
-                self._fixed(f'{separator}"{arg.name}": ')
-                value = yield from self._number(arg, closing)
+                self._fixed(run, f'{separator}"{arg.name}": ')
+                value = yield from self._number(run, arg, closing)
             values[arg.name] = value
             separator = ""
         return self.catalogue.validate(intent, values)
 
-    def _fixed(self, text: str) -> None:
-        self._run._text.append(text)
-        self._run._defer(self._tokens(text))
+    def _fixed(self, run: DecodeRun, text: str) -> None:
+        run._text.append(text)
+        run._defer(self._tokens(text))
 
-    def _choose(self, trie: _Trie):
+    def _choose(self, run: DecodeRun, trie: _Trie) -> Generator[_Op, int, str]:
         node = trie
         while True:
             completion = node.single_completion()
             if completion is not None:
                 rest, value = completion
-                self._run._defer(rest)
+                run._defer(rest)
                 return value
             allowed = np.fromiter(node.children, dtype=np.int64)
-            token = yield (self._take_pending(), allowed)
+            token = yield (self._take_pending(run), allowed)
             node = node.children[token]
 
-    def _take_pending(self) -> List[int]:
-        pending, self._run._pending = self._run._pending, []
+    @staticmethod
+    def _take_pending(run: DecodeRun) -> List[int]:
+        pending, run._pending = run._pending, []
         return pending
 
-    def _number(self, arg: ArgumentSpec, closing: str):
+    def _number(self, run: DecodeRun, arg: ArgumentSpec,
+                closing: str) -> Generator[_Op, int, Any]:
         """Digits (optional sign, at most one '.', bounded length) until the closing token."""
         closing_tokens = self._tokens(closing)
         terminator, after = closing_tokens[0], closing_tokens[1:]
@@ -294,7 +301,7 @@ class DecisionGrammar:
         int_digits = frac_digits = 0
         seen_dot = False
         while True:
-            allowed = []
+            allowed: List[int] = []
             if not text and arg.minimum is not None and arg.minimum < 0:
                 allowed.append(self._minus)
             leading_zero = not seen_dot and text.lstrip("-") == "0"   # no "007": the text stays JSON
@@ -305,7 +312,7 @@ class DecisionGrammar:
                 allowed.append(self._dot)
             if int_digits > 0 and (not seen_dot or frac_digits > 0):
                 allowed.append(terminator)
-            token = yield (self._take_pending(), np.array(allowed, dtype=np.int64))
+            token = yield (self._take_pending(run), np.array(allowed, dtype=np.int64))
             if token == terminator:
                 break
             if token == self._minus:
@@ -319,8 +326,8 @@ class DecisionGrammar:
                     frac_digits += 1
                 else:
                     int_digits += 1
-        self._run._text.append(text + closing)
-        self._run._defer(after)
+        run._text.append(text + closing)
+        run._defer(after)
         return arg.clamp(float(text))
 
     def to_gbnf(self) -> str:

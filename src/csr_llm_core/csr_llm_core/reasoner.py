@@ -27,6 +27,7 @@ decision thread; the reconcile thread touches only the secondary engine.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -34,7 +35,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Sequence, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 from .catalogue import IntentCatalogue
 from .csr_state import CachedState, Chunk, ChunkArchive, KIND_EVENT
@@ -44,6 +45,9 @@ from .prompt import CONTENT_FREE_EVENTS, PromptTemplate, chunk_line, tokenize_su
 
 MODES = ("asr", "sync")
 log = logging.getLogger("csr_llm.reasoner")
+# View epochs are unique across Reasoners: an engine stamped by one Reasoner (engines are shared, e.g.
+# by decision_eval) must never pass for synced with another's view.
+_VIEW_EPOCHS = itertools.count(1)
 
 
 @dataclass
@@ -87,7 +91,7 @@ class Reasoner:
         self.config = config
         self.log = logger or log
         self.primary = engines[0]
-        self.secondary = engines[1] if config.mode == "asr" else None
+        self.secondary: Optional[LlamaEngine] = engines[1] if config.mode == "asr" else None
         self.catalogue = catalogue
         self.grammar = DecisionGrammar(catalogue, self.primary.tokenize_plain)
         self.template = template
@@ -109,7 +113,7 @@ class Reasoner:
         self._primary_idle.set()
         self._stop = threading.Event()
         self._cancel = threading.Event()
-        self._view_epoch = 0
+        self._view_epoch = 0        # set by _set_primary_view
         self._set_primary_view(self.state.tokens(), self.state.version)
         self._primary_last_seq = -1
         self._buffer: List[Chunk] = []
@@ -217,6 +221,7 @@ class Reasoner:
 
     def _reconcile(self, target: List[int], version: int, last_seq: int) -> None:
         engine = self.secondary
+        assert engine is not None, "reconciliation runs only in ASR mode, which has a secondary"
         try:
             engine.sync(target, batch=self.config.rebuild_batch, before_batch=self._yield_to_primary)
             view = list(target)
@@ -247,13 +252,15 @@ class Reasoner:
             if self._ready is None:
                 return
             view, version, last_seq = self._ready
+            secondary = self.secondary
+            assert secondary is not None, "only ASR mode (with a secondary) gets a ready view"
             for chunk in self._buffer:       # arrived after the secondary became ready
                 view.extend(chunk.tokens)
                 last_seq = chunk.seq
             self._ready = None
             self._buffer = []
             self._reconciling = False
-            self.primary, self.secondary = self.secondary, self.primary
+            self.primary, self.secondary = secondary, self.primary
             self._set_primary_view(view, version)
             self._primary_last_seq = max(last_seq, self._primary_last_seq) if view else last_seq
             self.swaps += 1
@@ -265,26 +272,27 @@ class Reasoner:
         """Replace (not extend) what the primary must hold; the next sync compares in full."""
         self._primary_view = tokens
         self._primary_version = version
-        self._view_epoch += 1
+        self._view_epoch = next(_VIEW_EPOCHS)
 
     # --- decision thread -------------------------------------------------------------------
     def _sync_primary(self) -> None:
         self._maybe_swap()
         with self._lock:
             view = self._primary_view
+            epoch = self._view_epoch        # read with the view: another thread may replace both
             target_len = len(view)
             fits = target_len + self.config.suffix_reserve <= self.primary.n_ctx
         if not fits:
-            view, target_len = self._resolve_overflow()
+            view, target_len, epoch = self._resolve_overflow()
         engine = self.primary
         known = len(engine.tokens)
-        if getattr(engine, "view_epoch", None) == self._view_epoch and known <= target_len:
+        if engine.view_epoch == epoch and known <= target_len:
             engine.extend(view[known:target_len])   # fast path: the view only grew since the last sync
         else:
             engine.sync(view[:target_len])
-            engine.view_epoch = self._view_epoch
+            engine.view_epoch = epoch
 
-    def _resolve_overflow(self):
+    def _resolve_overflow(self) -> Tuple[List[int], int, int]:
         """The primary's view no longer fits its context (chunks outran the background rebuild).
 
         Give the secondary `overflow_wait_s` at full speed to finish; if it cannot, cancel the
@@ -311,7 +319,7 @@ class Reasoner:
                 while self.state.needs_eviction():
                     self.state.evict()
                 self._set_primary_view(self.state.tokens(), self.state.version)
-            return self._primary_view, len(self._primary_view)
+            return self._primary_view, len(self._primary_view), self._view_epoch
 
     def _cancel_reconcile(self) -> None:
         thread = self._thread

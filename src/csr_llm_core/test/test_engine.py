@@ -86,3 +86,14 @@ def test_calibrated_grounded_decision_through_cached_prefix_equals_full_recomput
     for value in csr.decision.arguments.values():
         if isinstance(value, str):
             assert value in grounded
+
+
+def test_a_decision_the_grammar_fixes_entirely_still_reports_its_latency(engines, template, catalogue):
+    """One intent without arguments: nothing to choose, the TTFT is the whole decision."""
+    from csr_llm_core.catalogue import IntentCatalogue
+    engine = engines[0]
+    only = IntentCatalogue.from_mapping({"intents": {"stop": {}}})
+    build_prefix(engine, template, catalogue, 400)
+    result = engine.decide(engine.tokenize_plain("state"), DecisionGrammar(only, engine.tokenize_plain))
+    assert result.decision.intent == "stop" and result.chosen == [] and result.ttft_ms == result.total_ms
+    assert len(engine.tokens) == result.prefix_tokens

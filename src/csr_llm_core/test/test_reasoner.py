@@ -183,10 +183,9 @@ def test_chunks_faster_than_the_rebuild_fall_back_to_a_synchronous_eviction(engi
 
 
 @pytest.mark.slow
-def test_running_task_from_a_topic_is_validated_and_never_control_tokens(engines, catalogue, tmp_path):
-    from csr_llm_core.paths import config_file
+def test_running_task_from_a_topic_is_validated_and_never_control_tokens(engines, catalogue, config_dir, tmp_path):
     from csr_llm_core.prompt import PromptTemplate
-    template = PromptTemplate.from_file(config_file("prompt.yaml"))
+    template = PromptTemplate.from_file(config_dir / "prompt.yaml")     # the configured prompt
     reasoner = make(engines, catalogue, template, tmp_path, mode="sync", tau_mem=2048)
     try:
         assert (reasoner.calibration is not None) == template.calibrate
@@ -200,3 +199,15 @@ def test_running_task_from_a_topic_is_validated_and_never_control_tokens(engines
         assert decision.result.decision.intent in catalogue
     finally:
         reasoner.close()
+
+
+@pytest.mark.slow
+def test_reasoners_sharing_an_engine_never_reuse_each_others_cache(engines, catalogue, template, tmp_path):
+    """decision_eval runs one Reasoner per situation on one engine: each must sync to its own view."""
+    first = make(engines, catalogue, template, tmp_path, mode="sync")
+    first.add_chunk(0, "person approaching", kind=KIND_EVENT)
+    first.pump()
+    second = make(engines, catalogue, template, tmp_path, mode="sync")
+    second.add_chunk(0, "task: open the door", kind=KIND_EVENT)
+    second.pump()
+    assert engines[0].tokens == second.state.tokens() != first.state.tokens()
