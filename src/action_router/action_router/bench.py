@@ -313,7 +313,8 @@ def table(res: dict) -> str:
         ("tracking RMS cached / uncached", f"{res['detail']['cached']['tracking_rms']:.4f} / "
                                            f"{res['detail']['uncached']['tracking_rms']:.4f} rad",
          "plant - template"),
-        ("task-layer hit rate", f"{res['hit_rate'] * 100:.1f} %  (behaviour {res['detail']['cached']['layers']['behaviour'] * 100:.1f} %, "
+        ("task-layer hit rate", f"{res['hit_rate'] * 100:.1f} %  "
+                                f"(behaviour {res['detail']['cached']['layers']['behaviour'] * 100:.1f} %, "
                                 f"execution {res['detail']['cached']['layers']['execution'] * 100:.1f} %)", ""),
     ]
     if res.get("e2e_us"):

@@ -152,7 +152,7 @@ def make_template(name: str, spec: dict, joints: Sequence[str], horizon: float, 
     knots = clamped_uniform_knots(n_ctrl)
     if duration is None:
         n_grid = samples + 1
-        u = np.zeros(n_grid)
+        u: np.ndarray = np.zeros(n_grid)
         B = basis_matrix(u, knots, n_ctrl)
         dB = np.zeros_like(B)
     else:

@@ -16,6 +16,8 @@ import collections
 from dataclasses import dataclass, field
 from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 # MotorCommand.SOURCE_* values (kept here so this module stays free of ROS imports)
 SOURCE_NONE = 0
 SOURCE_TASK = 1
@@ -43,7 +45,7 @@ class Frame:
     base_travel: float = 0.0          # base distance covered in the running sub-task [m]
     start_time: float = 0.0           # time the running sub-task first started (timeouts)
     matched_sim: float = 1.0          # level-1 similarity the running sub-task started with
-    start_key: Optional[object] = None
+    start_key: Optional[np.ndarray] = None     # the level-1 key the running sub-task started from
     trigger_active: bool = True       # interrupts: the trigger condition still holds
 
     @property

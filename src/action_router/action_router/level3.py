@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, cast
 
 import numpy as np
 
@@ -129,7 +129,7 @@ class Level3:
             if base_twist is not None:
                 vx, wz = base_twist.vx, base_twist.wz
             else:
-                speed = frame.args.get("base_speed")
+                speed = cast(Optional[float], frame.args.get("base_speed"))
                 vx = math.copysign(float(speed), st.base_vx) if speed is not None and st.base_vx else st.base_vx
                 wz = st.base_wz
             self.base_vx = min(max(vx, -self.base_max_linear), self.base_max_linear)

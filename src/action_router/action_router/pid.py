@@ -21,7 +21,7 @@ The router narrows u_clamp to the execution layer's effort limit every tick (``s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence, cast
 
 import numpy as np
 
@@ -63,10 +63,10 @@ class Gains:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> "Gains":
-        kwargs = {}
+        kwargs: Dict[str, Any] = {}     # float fields, and the antiwindup_strategy string
         for name in PARAM_NAMES:
             if name in values and values[name] is not None:
-                kwargs[name] = str(values[name]) if name == "antiwindup_strategy" else float(values[name])
+                kwargs[name] = str(values[name]) if name == "antiwindup_strategy" else float(cast(float, values[name]))
         g = cls(**kwargs)
         g.validate()
         return g

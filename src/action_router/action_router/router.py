@@ -89,9 +89,9 @@ class Router:
         # sensor setters and decisions are the inputs' own (any thread)
         inp = self.inputs
         self.set_joint_state, self.set_imu, self.set_odom = inp.set_joint_state, inp.set_imu, inp.set_odom
-        self.set_wrench, self.set_temperature, self.set_proximity = inp.set_wrench, inp.set_temperature, inp.set_proximity
+        self.set_wrench, self.set_temperature, self.set_objects = inp.set_wrench, inp.set_temperature, inp.set_objects
         self.set_vision, self.set_zone, self.submit_decision = inp.set_vision, inp.set_zone, inp.submit_decision
-        self.set_objects = inp.set_objects
+        self.set_proximity = inp.set_proximity
         self.go_to_pose_config = GoToPoseConfig(
             float(cfg["base_max_linear"]), float(cfg["base_max_angular"]), float(cfg["goal_tolerance"]),
             float(cfg["goal_yaw_tolerance"]), float(cfg["goal_slow_radius"]), float(cfg["goal_min_speed"]),
@@ -221,7 +221,7 @@ class Router:
         top = self.stack.top
         st = self.subtasks[top.current] if top is not None and not top.done else None
         tracking = l2_hit = False
-        if st is not None and state_ok and not self.execution.failure:
+        if top is not None and st is not None and state_ok and not self.execution.failure:
             l2 = self.level2.step(now, top, st, snap.joint_pos, snap.joint_vel)
             tracking, l2_hit = l2.tracking, l2.hit
             if l2.restarted:
@@ -240,7 +240,7 @@ class Router:
         for group in self.arbiter.sources:   # one source per actuator group, whatever changed in the tick
             self.arbiter.sources[group] = l3.source
         self.efforts.add(l3.effort, l3.effort_limit)
-        if not self.execution.failure and l3.source in COMMANDING and state_ok:
+        if top is not None and not self.execution.failure and l3.source in COMMANDING and state_ok:
             force = snap.grip_force if now - snap.wrench_time <= 0.1 else 0.0
             self._progress(top, now, snap.joint_pos, force, base is not None and base.reached)
         t4 = time.perf_counter()

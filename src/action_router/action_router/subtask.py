@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Sequence, cast
 
 import numpy as np
 
@@ -45,6 +45,8 @@ class SubTask:
         self.done = str(spec.get("done", "trajectory" if self.template.duration else "never"))
         if self.done not in DONE_MODES:
             raise ValueError(f"sub-task {name}: done must be one of {DONE_MODES}")
+        if self.done == "trajectory" and self.template.duration is None:
+            raise ValueError(f"sub-task {name}: done: trajectory needs a timed template (duration and control_points)")
         timeout = spec.get("timeout")
         self.timeout = float(timeout) if timeout is not None else math.inf
         self.torque_limit = np.full(n, np.inf)
@@ -89,6 +91,7 @@ def check_progress(st: SubTask, frame: Frame, now: float, *, joint_pos: np.ndarr
     tau = frame.phase + (now - frame.run_since)
     done = gripped = False
     if st.done == "trajectory":
+        assert st.template.duration is not None      # "trajectory" is the default only for timed templates
         if tau >= st.template.duration:
             err = np.abs(final_pose() - joint_pos)[st.template.defined & ~st.hold_mask]
             done = err.size == 0 or float(err.max()) <= settle_tolerance
@@ -96,7 +99,7 @@ def check_progress(st: SubTask, frame: Frame, now: float, *, joint_pos: np.ndarr
         done = gripped = grip.update(grip_force, now)
     elif st.done == "base_distance":
         dist = frame.args.get("base_distance", st.base_distance)
-        done = frame.base_travel >= float(dist)
+        done = frame.base_travel >= float(cast(float, dist))
     elif st.done == "zone_reached":
         done = goal_reached
     if not done and now - frame.start_time > st.timeout:

@@ -73,7 +73,7 @@ def test_router_slip_flag_follows_the_base_not_the_arm():
         if k % 33 == 0:
             r.update_key(rig.now)
             assert r.encoder.last_slip_weight == 1.0, t
-    for k in range(600):                          # wheels lock, the base slides on at 0.2 m/s
+    for _ in range(600):                          # wheels lock, the base slides on at 0.2 m/s
         rig.imu_acc = [-0.05, 0.0, 9.80665]
         r.set_odom(0.0, 0.0, 0.0, 0.0, 0.0, now=rig.now)
         rig.step()

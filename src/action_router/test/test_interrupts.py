@@ -72,7 +72,7 @@ def test_person_interrupt_nested_interrupt_and_resume_in_the_router():
     assert rig.run_until(lambda r: r.command.sub_task == "door_handle_grip", 5.0, record=True)
     # every recorded tick: one source for the arm and the base, and the base never drives forward
     # while an interrupt or a stop commands it
-    for now, effort, source, sub, state, sources in rig.history:
+    for _, effort, source, _, _, sources in rig.history:
         assert sources["arm"] == sources["base"] == source
         assert np.all(np.isfinite(effort))
     assert r.command.sounds == () and sum(1 for h in rig.history if h[2] == SOURCE_INTERRUPT) > 100

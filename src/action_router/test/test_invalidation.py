@@ -70,7 +70,8 @@ def test_router_derates_a_hot_motor_and_lowers_its_limit():
     rig.step(2)
     assert r.command.execution_state == EXEC_DERATED and r.derate_count == 1
     assert r.command.effort_limit[j] == pytest.approx(nominal * float(rig.cfg["derate_limit_scale"]))
-    assert r.execution.gains[j].p == pytest.approx(rig.cfg.gains["arm_shoulder_lift"].p * float(rig.cfg["derate_gain_scale"]))
+    assert r.execution.gains[j].p == pytest.approx(
+        rig.cfg.gains["arm_shoulder_lift"].p * float(rig.cfg["derate_gain_scale"]))
     r.set_temperature("arm_shoulder_lift", 60.0)
     rig.step(2)
     assert r.command.execution_state == EXEC_NOMINAL and r.command.effort_limit[j] == nominal
@@ -81,7 +82,7 @@ def test_actuator_feedback_flips_the_confidence_bit():
     r = rig.router
     J = r.joints
     r.submit_decision("hold_position")
-    for k in range(200):
+    for _ in range(200):
         # the drive reports 30 N m more than commanded on joint 0
         eff = r.command.effort.copy()
         eff[0] += 30.0
@@ -89,7 +90,7 @@ def test_actuator_feedback_flips_the_confidence_bit():
         r.tick(rig.now)
         rig.now += 0.001
     assert r.confidence.flips >= 1 and not r.execution.confidence[0] and r.execution.confidence[1]
-    for k in range(100):
+    for _ in range(100):
         r.set_joint_state(J, np.zeros(5), np.zeros(5), r.command.effort.copy(), now=rig.now)
         r.tick(rig.now)
         rig.now += 0.001
@@ -103,7 +104,7 @@ def test_persistent_clamping_sets_the_failure_flag_and_ramps_without_a_step():
     r.submit_decision("open_door")
     efforts, states = [], []
     # a blocked arm: the joint states never move, the PID saturates
-    for k in range(1500):
+    for _ in range(1500):
         r.set_joint_state(J, np.zeros(5), np.zeros(5), [], now=rig.now)
         r.tick(rig.now)
         efforts.append(r.command.effort.copy())

@@ -125,7 +125,7 @@ def test_hit_rate_climbs_when_the_same_unusual_scene_recurs(between_acc):
     rig = shaken_rig("corridor", between_acc)
     r = rig.router
     outcomes = []
-    for attempt in range(3):
+    for _ in range(3):
         misses = r.level1.unknown_scene_count
         r.submit_decision("open_door", trigger=2)
         rig.step(3)

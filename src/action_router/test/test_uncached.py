@@ -55,7 +55,8 @@ def test_uncached_reference_is_replanned_from_every_ticks_measurement():
         p0, v0 = pl.template_state(st.template, anchored, k0)
         snap = r.inputs.snapshot()                   # what this tick measured (nothing written since)
         pl.plan(st.template, anchored, k0, 0.0, snap.joint_pos - p0, snap.joint_vel - v0)
-        assert np.allclose(r.command.reference_position, pl.pos[2], atol=1e-12) and np.allclose(r.command.reference_velocity, pl.vel[2], atol=1e-12)
+        assert np.allclose(r.command.reference_position, pl.pos[2], atol=1e-12) \
+            and np.allclose(r.command.reference_velocity, pl.vel[2], atol=1e-12)
     assert not any(hits)
 
 
