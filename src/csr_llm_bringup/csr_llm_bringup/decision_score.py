@@ -320,6 +320,32 @@ def score_decisions(changes: Iterable[ExpectationChange], decisions: Iterable[De
     return DecisionScore(scored, reactions, windows, dict(goals or {}))
 
 
+def chance_of_match(expectation: Expectation, catalogue: Any) -> float:
+    """Probability that a uniformly random decision matches: an intent drawn uniformly from the
+    catalogue, each constrained argument uniformly from its enum or its min..max range."""
+    names = catalogue.names
+    total = 0.0
+    for intent in expectation.intents:
+        p = 1.0 / len(names)
+        for c in expectation.constraints:
+            if c.intent != intent:
+                continue
+            spec = catalogue[intent].argument(c.argument)
+            if spec.type == "string":
+                p *= len(set(c.values) & set(spec.enum)) / len(spec.enum)
+            elif spec.type == "bool":
+                p *= len(set(c.values) & {True, False}) / 2.0
+            elif spec.minimum is not None and spec.maximum is not None and spec.maximum > spec.minimum:
+                if c.values:
+                    p *= 0.0 if spec.type == "float" else len(set(c.values)) / (spec.maximum - spec.minimum + 1)
+                else:
+                    low = spec.minimum if c.minimum is None else max(spec.minimum, c.minimum)
+                    high = spec.maximum if c.maximum is None else min(spec.maximum, c.maximum)
+                    p *= max(0.0, high - low) / (spec.maximum - spec.minimum)
+        total += p
+    return total
+
+
 def wilson_interval(successes: int, trials: int, z: float = 1.96) -> Tuple[float, float]:
     """95 % Wilson score interval of a proportion (0, 1 with no trials)."""
     if trials <= 0:

@@ -2,8 +2,8 @@
 import pytest
 
 from csr_llm_bringup.decision_score import (MATCH, MISMATCH, UNSCORED, DecisionRecord, ExpectationChange,
-                                            ExpectationError, changes_from_records, parse_expectation,
-                                            score_decisions, wilson_interval)
+                                            ExpectationError, chance_of_match, changes_from_records,
+                                            parse_expectation, score_decisions, wilson_interval)
 
 
 def _change(t, event_id, raw, catalogue=None):
@@ -149,3 +149,14 @@ def test_wilson_interval():
     assert wilson_interval(0, 0) == (0.0, 1.0)
     low, high = wilson_interval(0, 20)
     assert low == 0.0 and 0.1 < high < 0.2
+
+
+def test_chance_of_a_uniformly_random_decision(catalogue):
+    n = len(catalogue.names)                     # 6 intents
+    assert chance_of_match(parse_expectation(["stop", "hold_position"], catalogue), catalogue) == pytest.approx(2 / n)
+    zone = parse_expectation({"intents": ["move_to"], "args": {"move_to.zone": "warehouse"}}, catalogue)
+    assert chance_of_match(zone, catalogue) == pytest.approx(1 / n / 3)      # 3 zones
+    slow = parse_expectation({"intents": ["move_to", "stop"],
+                              "args": {"move_to.zone": "corridor", "move_to.speed": {"max": 0.2}}}, catalogue)
+    # speed uniform in 0.05..0.5: 0.15 of 0.45 is at most 0.2
+    assert chance_of_match(slow, catalogue) == pytest.approx(1 / n * (1 / 3) * (0.15 / 0.45) + 1 / n)
