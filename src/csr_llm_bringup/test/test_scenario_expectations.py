@@ -167,3 +167,13 @@ def test_every_scenario_file_loads_and_validates(path, catalogue):
         assert not any(ev.drive for ev in sc.events)
         first = min(ev.at for ev in sc.events if ev.has_expect and ev.at is not None)
         assert first < 5.0, "scoring starts early"
+
+
+def test_a_file_error_names_the_file_and_the_event(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: bad\nduration: 5\nevents:\n  - id: go\n    at: 1\n"
+                    "    expect: {intents: [move_to], args: {move_to.zone: kitchen}}\n")
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(str(path))
+    assert str(err.value) == (f"{path}: event 0 (go).expect: args.move_to.zone: argument zone: 'kitchen' is not "
+                              "one of ['corridor', 'warehouse', 'door']")
