@@ -223,7 +223,8 @@ class RunStats:
             ax.plot(data[:, 0] - t0, data[:, 2], lw=1.0, label="reference")
             ax.plot(data[:, 0] - t0, data[:, 1], lw=0.8, label="measured")
             ax.set_ylabel(f"{joint} [rad]", fontsize=7)
-        axes[0, 0].legend(fontsize=7)
+        if joints:
+            axes[0, 0].legend(fontsize=7)
         axes[0, 0].set_title("Joint tracking versus reference")
         axes[-1, 0].set_xlabel("sim time [s]")
         paths.append(_save(fig, run_dir / "tracking.png"))

@@ -424,7 +424,10 @@ def load_scenario(name_or_path: str) -> Scenario:
         raise ScenarioError(f"cannot read scenario {name_or_path!r} ({path}): {exc}") from None
     except yaml.YAMLError as exc:
         raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
-    return Scenario(data, str(path))
+    try:
+        return Scenario(data, str(path))
+    except ScenarioError as err:   # name the file in every message (event and goal errors do not)
+        raise ScenarioError(str(err) if str(err).startswith(str(path)) else f"{path}: {err}") from None
 
 
 def scenario_from_dict(data: dict) -> Scenario:
