@@ -100,3 +100,12 @@ bench-ttft: setup
 bench-asr: setup
 	@mkdir -p build/bench
 	$(PY) -m csr_llm_core.bench_asr --out build/bench/asr.json --plot build/bench/asr.png
+
+# Decision quality: every suite scenario (config/scenarios, `bench: true` or scored) through the real
+# lockstepped graph, scored against its expectations; build/bench/decisions.json + decisions.png.
+# SCENARIOS=a,b runs a subset.
+.PHONY: bench-decisions
+bench-decisions: setup
+	@mkdir -p build/bench
+	$(PY) -m csr_llm_bringup.bench_decisions --out build/bench/decisions.json --plot build/bench/decisions.png \
+	  $(if $(SCENARIOS),--scenarios $(SCENARIOS))

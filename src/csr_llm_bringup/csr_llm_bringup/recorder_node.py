@@ -1,6 +1,7 @@
 """Recorder node: records a run to a rosbag2, prints a live status line, writes the run report on exit."""
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -10,8 +11,10 @@ import numpy as np
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
+from std_msgs.msg import String
 
 from csr_llm_core.faults import FaultLog
+from csr_llm_core.ros import qos as suite_qos
 from csr_llm_core.ros.node import run_node
 from csr_llm_core.ros.qos import RECORDING_DEPTH
 from csr_llm_core.ros.stamps import stamp_to_sec
@@ -43,6 +46,9 @@ class RecorderNode(Node):
         self._types = {}
         self._discover()
         self.create_timer(0.5, self._discover)
+        # decision scoring: the simulator's expectation timeline and goal status (decision_score.py)
+        self.create_subscription(String, "scenario/expectations", self._on_expectation, suite_qos.SCENARIO_EVENTS)
+        self.create_subscription(String, "sim/truth", self._on_truth, suite_qos.COMMANDS)
         self._closed = False
         self._printer = threading.Thread(target=self._status_loop, daemon=True)
         if self.status_period > 0:
@@ -90,7 +96,8 @@ class RecorderNode(Node):
         if topic == "clock":
             s.on_time(stamp_to_sec(msg.clock))
         elif topic == "decision":
-            s.on_decision(_t(msg.header), msg.ttft_ms, msg.intent, msg.resource, msg.state_version)
+            s.on_decision(_t(msg.header), msg.ttft_ms, msg.intent, msg.resource, msg.state_version,
+                          arguments=_arguments(msg))
         elif topic == "csr_status":
             s.on_csr_status(_t(msg.header), msg.evictions, msg.swaps, msg.prefix_tokens, msg.state_version)
         elif topic == "router_status":
@@ -109,6 +116,20 @@ class RecorderNode(Node):
         if s.first_time is None and topic != "clock":
             s.on_time(now)
 
+    def _on_expectation(self, msg: String) -> None:
+        try:
+            self.stats.on_expectation_record(json.loads(msg.data))
+        except (ValueError, TypeError, KeyError) as err:
+            self.faults.record("expectations", f"unreadable scenario/expectations record: {err}")
+
+    def _on_truth(self, msg: String) -> None:
+        if '"goals"' not in msg.data:
+            return
+        try:
+            self.stats.on_goals(json.loads(msg.data).get("goals") or {})
+        except (ValueError, TypeError, AttributeError) as err:
+            self.faults.record("truth", f"unreadable sim/truth: {err}")
+
     # --- status line and report ------------------------------------------------------------
     def status_line(self) -> str:
         s = self.stats.summary()
@@ -119,7 +140,9 @@ class RecorderNode(Node):
                 f"TTFT {ttft} ms | prefix {int(csr.get('prefix_tokens', 0))} tok k={int(csr.get('state_version', 0))} "
                 f"| router hit {100 * s['router_hit_rate']:.0f}% "
                 f"loop {self.stats.loop_hz[-1] if self.stats.loop_hz else 0:.0f} Hz "
-                f"| limit violations {s['limit_violations']}")
+                f"| limit violations {s['limit_violations']}"
+                + (f" | decisions ok {100 * s['decision_accuracy']:.0f}%" if s["decision_accuracy"] is not None
+                   else ""))
 
     def _status_loop(self) -> None:
         while not self._closed:
@@ -144,6 +167,16 @@ class RecorderNode(Node):
 
 def _t(header) -> float:
     return stamp_to_sec(header.stamp)
+
+
+def _arguments(decision) -> dict:
+    """A Decision's IntentArgument list as {name: typed value}."""
+    out = {}
+    for arg in decision.arguments:
+        values = (arg.float_value, arg.int_value, arg.string_value, arg.bool_value)
+        if arg.type < len(values):
+            out[arg.name] = values[arg.type]
+    return out
 
 
 def main(args=None) -> int:

@@ -8,9 +8,12 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
+
+from .decision_score import (MATCH, MISMATCH, DecisionRecord, DecisionScore, changes_from_records,
+                             score_decisions)
 
 LIMIT_EPS = 1e-6
 
@@ -40,14 +43,55 @@ class RunStats:
     _joint_pos: Dict[str, float] = field(default_factory=dict)
     _last_track_t: float = -1.0
     events: List[Tuple[float, str]] = field(default_factory=list)
+    # decision scoring: arguments per decision (parallel to `decisions`), the simulator's
+    # scenario/expectations records and the latest goal status
+    decision_arguments: List[Dict[str, Any]] = field(default_factory=list)
+    expectation_records: List[Dict[str, Any]] = field(default_factory=list)
+    goals: Dict[str, Optional[float]] = field(default_factory=dict)
 
     def on_time(self, t: float) -> None:
         if self.first_time is None:
             self.first_time = t
         self.last_time = t if self.last_time is None else max(self.last_time, t)
 
-    def on_decision(self, t: float, ttft_ms: float, intent: str, resource: str, state_version: int) -> None:
+    def on_decision(self, t: float, ttft_ms: float, intent: str, resource: str, state_version: int,
+                    arguments: Optional[Mapping[str, Any]] = None) -> None:
         self.decisions.append((t, ttft_ms, intent, resource, state_version))
+        self.decision_arguments.append(dict(arguments or {}))
+
+    def on_expectation_record(self, record: Mapping[str, Any]) -> None:
+        """A JSON record of the simulator's `scenario/expectations` topic (sim/scenario.py ExpectationFeed)."""
+        if not isinstance(record, Mapping) or "kind" not in record:
+            raise ValueError(f"not an expectation record: {record!r}")
+        # transient-local topics may deliver a record twice after a reconnect
+        if dict(record) not in self.expectation_records:
+            self.expectation_records.append(dict(record))
+        if record["kind"] == "end" and isinstance(record.get("goals"), Mapping):
+            self.goals = dict(record["goals"])
+
+    def on_goals(self, goals: Mapping[str, Optional[float]]) -> None:
+        if not any(r.get("kind") == "end" for r in self.expectation_records):   # the end record is final
+            self.goals = dict(goals)
+
+    def scenario_info(self) -> Dict[str, Any]:
+        for rec in self.expectation_records:
+            if rec.get("kind") == "start":
+                return rec
+        return {}
+
+    def decision_score(self) -> Optional[DecisionScore]:
+        """Decisions scored against the scenario's expectations; None without a scored scenario."""
+        changes = changes_from_records(self.expectation_records)
+        if not changes and not self.goals:
+            return None
+        info = self.scenario_info()
+        ended = any(r.get("kind") == "end" for r in self.expectation_records)
+        last = max([self.last_time or 0.0] + [d[0] for d in self.decisions])
+        end_time = float(info["duration"]) if ended and "duration" in info else last
+        if "duration" in info:
+            end_time = min(end_time, float(info["duration"]))
+        records = [DecisionRecord(d[0], d[2], args) for d, args in zip(self.decisions, self.decision_arguments)]
+        return score_decisions(changes, records, end_time, self.goals)
 
     def on_csr_status(self, t: float, evictions: int, swaps: int, prefix_tokens: int, state_version: int) -> None:
         if self.csr_last and evictions > self.csr_last["evictions"]:
@@ -127,6 +171,8 @@ class RunStats:
             "loop_hz": round(float(np.median(self.loop_hz)), 1) if self.loop_hz else 0.0,
             "motor_commands": self.motor_commands,
             "intents": _count([d[2] for d in self.decisions]),
+            "scenario": self.scenario_info().get("scenario"),
+            **_score_summary(self.decision_score()),
         }
 
     def write(self, run_dir: Path, bag_path: Optional[Path] = None) -> dict:
@@ -134,8 +180,15 @@ class RunStats:
         summary = self.summary()
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         plots = self._plots(run_dir)
+        score = self.decision_score()
+        if score is not None:
+            (run_dir / "decisions.json").write_text(json.dumps(self._decisions_json(score), indent=1) + "\n")
+            plots.append(plot_decision_timeline(score, run_dir / "decisions.png", t0=0.0,
+                                                title=f"Decisions versus expectations: {summary['scenario']}"))
         lines = ["# CSR-LLM run report", "", "| metric | value |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in summary.items()]
+        if score is not None:
+            lines += ["", "## Decision scoring", ""] + _score_lines(score)
         lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
         if bag_path is not None:
             lines += ["", f"Bag: `{bag_path.name}` (rosbag2; open with `ros2 bag info` or Foxglove)."]
@@ -170,7 +223,8 @@ class RunStats:
             ax.plot(data[:, 0] - t0, data[:, 2], lw=1.0, label="reference")
             ax.plot(data[:, 0] - t0, data[:, 1], lw=0.8, label="measured")
             ax.set_ylabel(f"{joint} [rad]", fontsize=7)
-        axes[0, 0].legend(fontsize=7)
+        if joints:
+            axes[0, 0].legend(fontsize=7)
         axes[0, 0].set_title("Joint tracking versus reference")
         axes[-1, 0].set_xlabel("sim time [s]")
         paths.append(_save(fig, run_dir / "tracking.png"))
@@ -182,6 +236,104 @@ class RunStats:
         ax.set_title("Router latency")
         paths.append(_save(fig, run_dir / "router_latency.png"))
         return paths
+
+
+    def _decisions_json(self, score: DecisionScore) -> Dict[str, Any]:
+        """Every decision with its verdict and TTFT, the windows and reactions (bench_decisions reads it)."""
+        return {
+            "scenario": self.scenario_info().get("scenario"),
+            "decisions": [{"time": round(sd.time, 4), "intent": sd.intent, "args": dict(sd.arguments),
+                           "verdict": sd.verdict, "event": sd.event_id, "ttft_ms": round(d[1], 2)}
+                          for sd, d in zip(score.decisions, sorted(self.decisions, key=lambda d: d[0]))],
+            "reactions": [{"event": r.event_id, "start": round(r.start, 3), "end": round(r.end, 3),
+                           "reaction_s": round(r.reaction_s, 3), "matched": r.matched,
+                           "expect": r.expectation.to_json()} for r in score.reactions],
+            "goals": score.goals,
+        }
+
+
+_SCORE_KEYS = ("decision_accuracy", "decisions_scored", "decisions_matched", "decisions_unscored", "reaction_p50_s",
+               "reaction_max_s", "reactions_unmatched", "task_success", "goals")
+
+
+def _score_summary(score: Optional[DecisionScore]) -> Dict[str, Any]:
+    if score is None:
+        return {key: None for key in _SCORE_KEYS}
+    return score.summary()
+
+
+def _score_lines(score: DecisionScore) -> List[str]:
+    acc = "n/a" if score.accuracy is None else f"{100 * score.accuracy:.1f} %"
+    lines = [f"Decision accuracy {acc} ({score.count(MATCH)} of {score.scored} scored decisions match; "
+             f"{score.count('unscored')} unscored). Task success: {score.task_success}.", "",
+             "| event | at [s] | acceptable | reaction [s] | matched |", "|---|---|---|---|---|"]
+    for r in score.reactions:
+        acceptable = r.expectation.describe().replace("|", "\\|")   # a bare | would split the table cell
+        lines.append(f"| {r.event_id} | {r.start:.2f} | {acceptable} | {r.reaction_s:.2f} | "
+                     f"{'yes' if r.matched else 'never (window length)'} |")
+    if score.goals:
+        lines += ["", "| goal | reached at [s] |", "|---|---|"]
+        lines += [f"| {g} | {'-' if t is None else f'{t:.2f}'} |" for g, t in score.goals.items()]
+    return lines
+
+
+def _intent_order(score: DecisionScore) -> List[str]:
+    """Rows of the timeline: the catalogue's intents (config/intents.yaml) first, then any other."""
+    names: List[str] = []
+    try:
+        from csr_llm_core.catalogue import IntentCatalogue
+        from .paths import config_file
+        names = IntentCatalogue.from_file(config_file("intents.yaml")).names
+    except (OSError, ValueError):
+        pass
+    seen = [i for _, _, c in score.windows if c.expectation for i in c.expectation.intents]
+    seen += [d.intent for d in score.decisions]
+    for name in seen:
+        if name not in names:
+            names.append(name)
+    return names
+
+
+VERDICT_COLOURS = {MATCH: "tab:green", MISMATCH: "tab:red", "unscored": "0.6"}
+
+
+def plot_decision_timeline(score: DecisionScore, path: Path, t0: float = 0.0, title: str = "") -> Path:
+    """Decision timeline: one row per intent; the acceptable intents of each expectation window as
+    shaded bands, each decision as a mark on its intent's row (green match, red mismatch, grey
+    unscored), the events that change the expectation as dotted lines."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = _intent_order(score)
+    y = {name: i for i, name in enumerate(rows)}
+    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.45 * len(rows)))
+    labelled: Dict[str, str] = {}      # row -> constraint text already written (not repeated per window)
+    for k, (start, end, change) in enumerate(score.windows):
+        assert change.expectation is not None
+        for intent in change.expectation.intents:
+            ax.broken_barh([(start - t0, end - start)], (y[intent] - 0.4, 0.8), facecolors="tab:green", alpha=0.18,
+                           label="acceptable" if k == 0 and intent == change.expectation.intents[0] else None)
+            limits = [c.describe() for c in change.expectation.constraints if c.intent == intent]
+            if limits and labelled.get(intent) != ", ".join(limits):
+                labelled[intent] = ", ".join(limits)
+                ax.text(start - t0 + 0.1, y[intent] + 0.25, ", ".join(limits), fontsize=6, va="center",
+                        color="darkgreen")
+        ax.axvline(start - t0, color="0.4", ls=":", lw=0.8)
+        ax.text(start - t0, len(rows) - 0.45, change.event_id, rotation=90, fontsize=6, va="bottom", ha="right")
+    for verdict, colour in VERDICT_COLOURS.items():
+        marks = [(d.time - t0, y[d.intent]) for d in score.decisions if d.verdict == verdict]
+        if marks:
+            xs, ys = zip(*marks)
+            ax.scatter(xs, ys, s=14, color=colour, marker="|" if verdict == "unscored" else "o",
+                       label=f"{verdict} ({len(marks)})", zorder=3)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(rows, fontsize=8)
+    ax.set_ylim(-0.6, len(rows) + 0.9)
+    ax.set_xlabel("sim time [s]")
+    acc = "n/a" if score.accuracy is None else f"{100 * score.accuracy:.0f} %"
+    ax.set_title(f"{title} (accuracy {acc}, task success {score.task_success})", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _save(fig, path)
 
 
 def _save(fig, path: Path) -> Path:

@@ -25,7 +25,35 @@ Actions (any combination, applied in this order): say (text published on `events
 ({approach: m, speed} | {leave: true, speed} | {to: [x, y], speed}), object ({name, in_reach: pose
 name or {joint: rad}} | {name, position: [x, y, z], yaw} | {remove: true}), heat ({joint, rate: C/s,
 duration: s} and/or {joint, add: C}), drive ({speed, to_x, heading, timeout} | {speed, duration}:
-an operator takeover of the base that overrides cmd_vel until done).
+an operator takeover of the base that overrides cmd_vel until done; kept for tests, the suite's
+task scenarios leave driving to the decisions).
+
+Decision expectations (scored by csr_llm_bringup/decision_score.py)::
+
+    bench: true                  # optional: part of `make bench-decisions` (default: it has expectations)
+    goals:                       # optional: the task is a success when every goal is reached in time
+      - id: at_warehouse
+        when: {zone: warehouse}  # the event conditions above, on the simulator's ground truth
+        by: 25.0                 # optional deadline (sim s), default: the scenario's duration
+    events:
+      - id: task
+        at: 1.0
+        say: "task: go to the warehouse"
+        expect: {intents: [move_to], args: {move_to.zone: warehouse}}
+      - id: person_close
+        when: {person_distance_below: 0.6}
+        expect: [back_off, stop, hold_position]     # shorthand: any of these intents
+      - id: done
+        at: 20.0
+        expect: none                                 # scoring ends here
+
+`expect` is what an operator would accept from that event's firing until the next event with an
+`expect` fires (or the scenario ends): `none`, an intent, a list of intents, or
+{intents: [...], args: {<intent>.<argument>: value | [values] | {min, max}}}. Intent and argument
+names and values are checked against the intent catalogue (config/intents.yaml); an argument
+constraint names one of the listed intents and only applies to it. Write it from the situation,
+never from what the model answers. The simulator publishes every fired event (id, sim time,
+expectation) on `scenario/expectations` and the goals' status in `sim/truth`.
 """
 from __future__ import annotations
 
@@ -37,6 +65,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
+from ..decision_score import ExpectationChange, ExpectationError, Expectation, parse_expectation
 from .robot_model import JOINTS
 
 _SCALAR_CONDITIONS = {
@@ -51,8 +80,9 @@ _SCALAR_CONDITIONS = {
 }
 _EQUAL_CONDITIONS = {"on_slip": "on_slip", "zone": "zone", "driving": "driving"}
 _TEMPERATURE_CONDITIONS = ("temperature_above", "temperature_below")
-_EVENT_KEYS = {"id", "at", "when", "after", "delay", "say", "person", "object", "heat", "drive"}
-_TOP_KEYS = {"name", "description", "duration", "robot", "person", "events"}
+_EVENT_KEYS = {"id", "at", "when", "after", "delay", "say", "person", "object", "heat", "drive", "expect"}
+_TOP_KEYS = {"name", "description", "duration", "robot", "person", "events", "goals", "bench"}
+_GOAL_KEYS = {"id", "when", "by"}
 
 
 class ScenarioError(ValueError):
@@ -72,7 +102,17 @@ class Event:
     object: Optional[dict] = None
     heat: Optional[dict] = None
     drive: Optional[dict] = None
+    has_expect: bool = False               # the event carries `expect` (None below = `expect: none`)
+    expect: Optional[Expectation] = None
     fired_at: Optional[float] = None
+
+
+@dataclass
+class Goal:
+    id: str
+    when: Dict[str, Any]
+    by: float                              # sim s: reached later does not count
+    reached_at: Optional[float] = None
 
 
 def _number(value, where: str) -> float:
@@ -91,7 +131,44 @@ def _check_joint(name, where: str) -> str:
     return str(name)
 
 
-def _parse_event(i: int, raw: dict) -> Event:
+def _parse_conditions(raw, where: str) -> Dict[str, Any]:
+    when = dict(raw or {}) if isinstance(raw, dict) or raw is None else None
+    if when is None:
+        raise ScenarioError(f"{where}: expected a mapping of conditions")
+    for key, value in when.items():
+        if key in _SCALAR_CONDITIONS:
+            when[key] = _number(value, f"{where}.{key}")
+        elif key in _EQUAL_CONDITIONS:
+            if key in ("on_slip", "driving") and not isinstance(value, bool):
+                raise ScenarioError(f"{where}.{key}: expected true/false")
+        elif key in _TEMPERATURE_CONDITIONS:
+            if not isinstance(value, dict) or set(value) != {"joint", "value"}:
+                raise ScenarioError(f"{where}.{key}: expected {{joint: name, value: C}}")
+            when[key] = (_check_joint(value["joint"], f"{where}.{key}"),
+                         _number(value["value"], f"{where}.{key}.value"))
+        else:
+            known = sorted(set(_SCALAR_CONDITIONS) | set(_EQUAL_CONDITIONS) | set(_TEMPERATURE_CONDITIONS))
+            raise ScenarioError(f"{where}: unknown condition {key!r} (known: {', '.join(known)})")
+    return when
+
+
+def _parse_goal(i: int, raw, duration: float) -> Goal:
+    where = f"goal {i}"
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{where}: expected a mapping {{id, when, by}}, got {raw!r}")
+    unknown = set(raw) - _GOAL_KEYS
+    if unknown:
+        raise ScenarioError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(_GOAL_KEYS)})")
+    goal_id = str(raw.get("id", f"goal_{i}"))
+    where = f"goal {i} ({goal_id})"
+    when = _parse_conditions(raw.get("when"), f"{where}.when")
+    if not when:
+        raise ScenarioError(f"{where}: needs `when` conditions")
+    by = _number(raw.get("by", duration), f"{where}.by")
+    return Goal(goal_id, when, by)
+
+
+def _parse_event(i: int, raw: dict, catalogue=None) -> Event:
     where = f"event {i}"
     if not isinstance(raw, dict):
         raise ScenarioError(f"{where}: expected a mapping, got {raw!r}")
@@ -102,23 +179,7 @@ def _parse_event(i: int, raw: dict) -> Event:
     where = f"event {i} ({ev.id})"
     if "at" in raw:
         ev.at = _number(raw["at"], f"{where}.at")
-    when = dict(raw.get("when") or {})
-    if not isinstance(when, dict):
-        raise ScenarioError(f"{where}.when: expected a mapping of conditions")
-    for key, value in when.items():
-        if key in _SCALAR_CONDITIONS:
-            when[key] = _number(value, f"{where}.when.{key}")
-        elif key in _EQUAL_CONDITIONS:
-            if key in ("on_slip", "driving") and not isinstance(value, bool):
-                raise ScenarioError(f"{where}.when.{key}: expected true/false")
-        elif key in _TEMPERATURE_CONDITIONS:
-            if not isinstance(value, dict) or set(value) != {"joint", "value"}:
-                raise ScenarioError(f"{where}.when.{key}: expected {{joint: name, value: C}}")
-            when[key] = (_check_joint(value["joint"], f"{where}.when.{key}"),
-                         _number(value["value"], f"{where}.when.{key}.value"))
-        else:
-            raise ScenarioError(f"{where}.when: unknown condition {key!r}")
-    ev.when = when
+    ev.when = _parse_conditions(raw.get("when"), f"{where}.when")
     if ev.at is None and not ev.when and "after" not in raw:
         raise ScenarioError(f"{where}: needs `at`, `when` or `after`")
     after = raw.get("after", ())
@@ -159,13 +220,47 @@ def _parse_event(i: int, raw: dict) -> Event:
             if k in d:
                 _number(d[k], f"{where}.drive.{k}")
         ev.drive = dict(d)
+    if "expect" in raw:
+        ev.has_expect = True
+        try:
+            ev.expect = parse_expectation(raw["expect"], catalogue)
+        except ExpectationError as err:
+            raise ScenarioError(f"{where}.expect: {err}") from None
     return ev
+
+
+def _conditions_hold(when: Dict[str, Any], world) -> bool:
+    for key, value in when.items():
+        if key in _SCALAR_CONDITIONS:
+            name, op = _SCALAR_CONDITIONS[key]
+            v = float(world.condition_value(name))
+            if not ((v > value) if op == ">" else (v < value) if op == "<" else (v >= value)):
+                return False
+        elif key in _EQUAL_CONDITIONS:
+            if world.condition_value(_EQUAL_CONDITIONS[key]) != value:
+                return False
+        else:
+            joint, limit = value
+            t = float(world.temperatures()[JOINTS.index(joint)])
+            if not (t > limit if key == "temperature_above" else t < limit):
+                return False
+    return True
+
+
+def default_catalogue():
+    """The intent catalogue of this workspace (config/intents.yaml): what `expect` may name."""
+    from csr_llm_core.catalogue import CatalogueError, IntentCatalogue
+    from ..paths import config_file
+    try:
+        return IntentCatalogue.from_file(config_file("intents.yaml"))
+    except CatalogueError as err:
+        raise ScenarioError(f"cannot check `expect` against the intent catalogue: {err}") from None
 
 
 class Scenario:
     """A parsed scenario plus its run state (which events fired, when)."""
 
-    def __init__(self, data: dict, source: str = "<dict>"):
+    def __init__(self, data: dict, source: str = "<dict>", catalogue=None):
         if not isinstance(data, dict):
             raise ScenarioError(f"{source}: a scenario is a mapping")
         unknown = set(data) - _TOP_KEYS
@@ -185,7 +280,22 @@ class Scenario:
         raw_events = data.get("events") or []
         if not isinstance(raw_events, list):
             raise ScenarioError(f"{source}: events must be a list")
-        self.events = [_parse_event(i, e) for i, e in enumerate(raw_events)]
+        if catalogue is None and any(isinstance(e, dict) and "expect" in e for e in raw_events):
+            catalogue = default_catalogue()
+        self.events = [_parse_event(i, e, catalogue) for i, e in enumerate(raw_events)]
+        raw_goals = data.get("goals") or []
+        if not isinstance(raw_goals, list):
+            raise ScenarioError(f"{source}: goals must be a list")
+        self.goals = [_parse_goal(i, g, self.duration) for i, g in enumerate(raw_goals)]
+        goal_ids = [g.id for g in self.goals]
+        dup_goals = sorted({g for g in goal_ids if goal_ids.count(g) > 1})
+        if dup_goals:
+            raise ScenarioError(f"{source}: duplicate goal ids {dup_goals}")
+        bench = data.get("bench", None)
+        if bench is not None and not isinstance(bench, bool):
+            raise ScenarioError(f"{source}: bench: expected true/false")
+        self.has_expectations = any(e.has_expect for e in self.events)
+        self.bench = self.has_expectations if bench is None else bench
         ids = [e.id for e in self.events]
         dup = {i for i in ids if ids.count(i) > 1}
         if dup:
@@ -217,24 +327,20 @@ class Scenario:
             latest = max(latest, t)
         if ev.after and now + 1e-9 < latest + ev.delay:
             return False
-        for key, value in ev.when.items():
-            if key in _SCALAR_CONDITIONS:
-                name, op = _SCALAR_CONDITIONS[key]
-                v = float(world.condition_value(name))
-                if not ((v > value) if op == ">" else (v < value) if op == "<" else (v >= value)):
-                    return False
-            elif key in _EQUAL_CONDITIONS:
-                if world.condition_value(_EQUAL_CONDITIONS[key]) != value:
-                    return False
-            else:
-                joint, limit = value
-                t = float(world.temperatures()[JOINTS.index(joint)])
-                if not (t > limit if key == "temperature_above" else t < limit):
-                    return False
-        return True
+        return _conditions_hold(ev.when, world)
+
+    def goal_status(self) -> Dict[str, Optional[float]]:
+        """Goal id -> sim time it was first reached (None: not yet / not in time)."""
+        return {g.id: g.reached_at for g in self.goals}
+
+    def expectation_timeline(self) -> List[ExpectationChange]:
+        """The fired events that carry `expect`, in firing order."""
+        fired = sorted((e for e in self.events if e.has_expect and e.fired_at is not None),
+                       key=lambda e: (e.fired_at, e.index))
+        return [ExpectationChange(float(e.fired_at or 0.0), e.id, e.expect) for e in fired]
 
     def tick(self, world) -> List[Event]:
-        """Fire every event that is due now (file order); returns those fired."""
+        """Fire every event that is due now (file order); returns those fired. Then check the goals."""
         now = world.time
         fired = []
         for ev in self.events:
@@ -244,9 +350,13 @@ class Scenario:
             fired.append(ev)
             said = self._apply(ev, world)
             self.log.append((now, ev.id, said))
+        for goal in self.goals:
+            if goal.reached_at is None and now <= goal.by + 1e-9 and _conditions_hold(goal.when, world):
+                goal.reached_at = now
         return fired
 
     def _format(self, text: str, world) -> str:
+
         if "{" not in text:
             return text
         values = {}
@@ -314,8 +424,46 @@ def load_scenario(name_or_path: str) -> Scenario:
         raise ScenarioError(f"cannot read scenario {name_or_path!r} ({path}): {exc}") from None
     except yaml.YAMLError as exc:
         raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
-    return Scenario(data, str(path))
+    try:
+        return Scenario(data, str(path))
+    except ScenarioError as err:   # name the file in every message (event and goal errors do not)
+        raise ScenarioError(str(err) if str(err).startswith(str(path)) else f"{path}: {err}") from None
 
 
 def scenario_from_dict(data: dict) -> Scenario:
     return Scenario(data)
+
+
+class ExpectationFeed:
+    """JSON records of the scoring timeline, for the simulator's `scenario/expectations` topic.
+
+    ``start`` (scenario, duration, goal ids) first; then one ``event`` record per fired event (id,
+    sim time, text said, and ``expect`` when the event carries one: the expectation's JSON or
+    "none"); ``end`` (duration, goal status) once sim time reaches the duration. poll() is cheap
+    enough for every physics step."""
+
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self._sent_log = 0
+        self._started = self._ended = False
+
+    def poll(self, now: float) -> List[dict]:
+        sc = self.scenario
+        out: List[dict] = []
+        if not self._started:
+            self._started = True
+            out.append({"kind": "start", "scenario": sc.name, "duration": sc.duration,
+                        "goals": [g.id for g in sc.goals], "time": now})
+        while self._sent_log < len(sc.log):
+            t, event_id, said = sc.log[self._sent_log]
+            self._sent_log += 1
+            ev = sc._by_id[event_id]
+            record = {"kind": "event", "scenario": sc.name, "event": event_id, "time": t, "say": said}
+            if ev.has_expect:
+                record["expect"] = "none" if ev.expect is None else ev.expect.to_json()
+            out.append(record)
+        if not self._ended and now >= sc.duration - 1e-9:
+            self._ended = True
+            out.append({"kind": "end", "scenario": sc.name, "time": now, "duration": sc.duration,
+                        "goals": sc.goal_status()})
+        return out

@@ -584,6 +584,8 @@ class Simulator:
             "efforts_applied": dict(zip(JOINTS, (float(u) for u in self.effort_applied))),
             "joint_positions": dict(zip(JOINTS, (float(v) for v in self.joint_positions()))),
             "driving": self.driving,
+            # scenario goals: id -> sim time first reached (None: not yet); scored by the recorder
+            "goals": self.scenario.goal_status() if self.scenario is not None else {},
         }
 
     def condition_value(self, name: str):

@@ -5,9 +5,10 @@ the order of the ``joints`` parameter), ``cmd_vel`` (geometry_msgs/Twist), ``dec
 (csr_llm_msgs/Decision, lockstep only).
 Publishes: ``joint_states``, ``imu``, ``odom``, ``gripper/wrench``, ``motor_temperature`` (one
 message per joint, header.frame_id = joint), ``proximity`` (sensor_msgs/Range), ``zone``,
-``events`` (std_msgs/String), ``sim/truth`` (JSON, optional) and ``/clock``. Every stamp is sim time.
-``detected_objects`` (csr_llm_msgs/DetectedObjects, with the zone): the placed objects in the base
-frame, as a perception node would report them.
+``events`` (std_msgs/String), ``sim/truth`` (JSON, optional), ``scenario/expectations`` (JSON per
+fired event, reliable + transient local: the decision-scoring timeline) and ``/clock``. Every
+stamp is sim time. ``detected_objects`` (csr_llm_msgs/DetectedObjects, with the zone): the placed
+objects in the base frame, as a perception node would report them.
 
 The physics runs in its own thread (not a timer): step, publish what is due, pace to
 ``real_time_factor`` (0 = as fast as possible); with ``lockstep_decision_period`` > 0 it stops at
@@ -49,7 +50,7 @@ from csr_llm_core.ros.stamps import NS_PER_S, sec_to_ns, stamp_to_sec
 from ..paths import config_dir
 from .lockstep import Lockstep, Pacer
 from .robot_model import JOINTS
-from .scenario import ScenarioError, load_scenario
+from .scenario import ExpectationFeed, ScenarioError, load_scenario
 from .sim_config import SimulatorConfig
 from .simulator import Simulator
 
@@ -128,6 +129,10 @@ class SimulatorNode(Node):
         self._scenario_errors_logged = 0
         self._scenario_done_logged = scenario is None
         self.stop_event = threading.Event()
+
+        # ------------------------------------------------------------- decision scoring timeline
+        self._expectation_feed = ExpectationFeed(scenario) if scenario is not None else None
+        self.pub_expectations = self.create_publisher(String, "scenario/expectations", EVENTS_QOS)
 
         # ------------------------------------------------------------- publishers (preallocated)
         self.stamp = Time()
@@ -329,6 +334,8 @@ class SimulatorNode(Node):
                 self.pub_truth.publish(self.msg_truth)
             if sim.events:
                 self._publish_events()
+            if self._expectation_feed is not None:
+                self._publish_expectations()
             if self.exit_at_end and sim.scenario is not None and sim.time >= sim.scenario.duration:
                 self.get_logger().info(f"scenario {sim.scenario.name!r} finished at t={sim.time:.2f} s: exiting")
                 os.kill(os.getpid(), signal.SIGINT)   # the main thread shuts the node down cleanly
@@ -420,6 +427,10 @@ class SimulatorNode(Node):
             while self._scenario_errors_logged < len(sc.errors):
                 self.get_logger().warning(f"scenario: {sc.errors[self._scenario_errors_logged]}")
                 self._scenario_errors_logged += 1
+
+    def _publish_expectations(self) -> None:
+        for record in self._expectation_feed.poll(self.sim.time):
+            self.pub_expectations.publish(String(data=json.dumps(record)))
 
     # ------------------------------------------------------------------ shutdown
     def destroy_node(self):

@@ -1,0 +1,251 @@
+"""Decision-quality bench (`make bench-decisions`): every suite scenario through the real graph.
+
+Each scenario of config/scenarios with ``bench: true`` (the default for a scenario with
+expectations) runs once through ``csr-llm run --profile sim`` (lockstepped: reproducible), ending
+with the scenario; its recorder scores the decisions live (summary.json, decisions.json). This
+module collects the runs and writes::
+
+    {"overall":   {decision_accuracy, reaction_p50_s, reaction_max_s, task_success_rate,
+                   intents: {name: count}, ttft_p50_ms, ttft_p99_ms, ...},
+     "scenarios": {name: {the same keys, ...}}}
+
+plus a bar plot of the accuracy per scenario with its 95 % Wilson interval and the chance level,
+and prints a table. Plain module (it starts the graph as subprocesses; no rclpy here).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from .decision_score import chance_of_match, parse_expectation, wilson_interval
+from .paths import config_dir
+
+STARTUP_WALL_S = 90.0       # wall allowance on top of the scenario for model load and discovery
+WALL_PER_SIM_S = 6.0        # lockstepped graph on two loaded cores: ~2-3 wall s per sim s, with margin
+
+
+def suite_scenarios(directory: Optional[Path] = None) -> List[str]:
+    """Names of the scenario files that belong to the bench, in name order."""
+    from .sim.scenario import load_scenario
+    names = []
+    for path in sorted((directory or config_dir() / "scenarios").glob("*.yaml")):
+        if load_scenario(str(path)).bench:
+            names.append(path.stem)
+    return names
+
+
+def run_scenario(name: str, runs_dir: Path, overrides: Sequence[str] = (), python: str = sys.executable) -> Dict:
+    """One lockstepped run of scenario `name` (its own runs folder and CSR archive); returns
+    {"run_dir", "returncode", "wall_s", "log"}."""
+    from .sim.scenario import load_scenario
+    scenario = load_scenario(name)
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    wall_limit = STARTUP_WALL_S + WALL_PER_SIM_S * scenario.duration
+    cmd = [python, "-m", "csr_llm_bringup.cli", "run", "--profile", "sim", "--runs-dir", str(runs_dir),
+           "--duration", f"{wall_limit:.0f}",
+           "--set", f"simulator.scenario={name}", "--set", "simulator.exit_at_end=true",
+           "--set", "recorder.status_period=0.0",
+           "--set", f"reasoning.archive_path={(runs_dir / 'csr_archive.jsonl').resolve()}"]
+    for text in overrides:
+        cmd += ["--set", text]
+    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    log = runs_dir / "runner.log"
+    start = time.monotonic()
+    with open(log, "w") as out:
+        try:
+            code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                  timeout=wall_limit + 120.0).returncode
+        except subprocess.TimeoutExpired:
+            code = 124
+    return {"run_dir": runs_dir / "latest", "returncode": code, "wall_s": time.monotonic() - start, "log": log}
+
+
+def scenario_result(run_dir: Path, catalogue: Any = None) -> Dict[str, Any]:
+    """The bench keys of one run from its summary.json and decisions.json."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    detail_path = run_dir / "decisions.json"
+    detail = json.loads(detail_path.read_text()) if detail_path.exists() else {"decisions": [], "reactions": []}
+    matched, scored = int(summary.get("decisions_matched") or 0), int(summary.get("decisions_scored") or 0)
+    low, high = wilson_interval(matched, scored)
+    expectations = {r["event"]: parse_expectation(r["expect"]) for r in detail["reactions"]}
+    chances = [chance_of_match(expectations[d["event"]], catalogue) for d in detail["decisions"]
+               if d["verdict"] in ("match", "mismatch") and d["event"] in expectations]
+    success = summary.get("task_success")
+    return {
+        "decision_accuracy": summary.get("decision_accuracy"),
+        "reaction_p50_s": summary.get("reaction_p50_s"),
+        "reaction_max_s": summary.get("reaction_max_s"),
+        "task_success_rate": None if success is None else float(bool(success)),
+        "intents": summary.get("intents", {}),
+        "ttft_p50_ms": summary.get("ttft_p50_ms"),
+        "ttft_p99_ms": summary.get("ttft_p99_ms"),
+        "decisions_scored": scored,
+        "decisions_matched": matched,
+        "accuracy_ci95": [round(low, 4), round(high, 4)],
+        "chance_accuracy": round(sum(chances) / len(chances), 4) if chances else None,
+        "reactions_unmatched": summary.get("reactions_unmatched") or [],
+        "goals": summary.get("goals") or {},
+        "sim_seconds": summary.get("sim_seconds"),
+        "_reactions": [r["reaction_s"] for r in detail["reactions"]],
+        "_ttfts": [d["ttft_ms"] for d in detail["decisions"]],
+    }
+
+
+def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+    """Pooled over the scenarios: accuracy over all scored decisions, reactions and TTFTs pooled,
+    task success over the scenarios that have goals."""
+    ok = [r for r in results.values() if "error" not in r]
+    matched = sum(r["decisions_matched"] for r in ok)
+    scored = sum(r["decisions_scored"] for r in ok)
+    reactions = [x for r in ok for x in r["_reactions"]]
+    ttfts = [x for r in ok for x in r["_ttfts"]]
+    successes = [r["task_success_rate"] for r in ok if r["task_success_rate"] is not None]
+    intents: Dict[str, int] = {}
+    for r in ok:
+        for name, count in r["intents"].items():
+            intents[name] = intents.get(name, 0) + int(count)
+    chances = [(r["chance_accuracy"], r["decisions_scored"]) for r in ok if r["chance_accuracy"] is not None]
+    low, high = wilson_interval(matched, scored)
+    return {
+        "decision_accuracy": round(matched / scored, 4) if scored else None,
+        "reaction_p50_s": _round(_percentile(reactions, 50.0), 3),
+        "reaction_max_s": _round(max(reactions) if reactions else None, 3),
+        "task_success_rate": round(sum(successes) / len(successes), 4) if successes else None,
+        "intents": dict(sorted(intents.items(), key=lambda kv: -kv[1])),
+        "ttft_p50_ms": _round(_percentile(ttfts, 50.0), 1),
+        "ttft_p99_ms": _round(_percentile(ttfts, 99.0), 1),
+        "decisions_scored": scored,
+        "decisions_matched": matched,
+        "accuracy_ci95": [round(low, 4), round(high, 4)],
+        "chance_accuracy": (round(sum(c * n for c, n in chances) / sum(n for _, n in chances), 4)
+                            if chances and sum(n for _, n in chances) else None),
+        "scenarios_run": len(ok),
+        "scenarios_failed": sorted(name for name, r in results.items() if "error" in r),
+    }
+
+
+def bench_json(results: Dict[str, Dict[str, Any]], wall_s: float) -> Dict[str, Any]:
+    scenarios = {name: {k: v for k, v in r.items() if not k.startswith("_")} for name, r in results.items()}
+    return {"overall": dict(overall(results), wall_s=round(wall_s, 1)), "scenarios": scenarios}
+
+
+def table(bench: Dict[str, Any]) -> str:
+    def fmt(value: Any, spec: str = ".2f") -> str:
+        return "-" if value is None else format(value, spec)
+    rows = [f"{'scenario':<22} {'accuracy':>8} {'95% CI':>13} {'chance':>6} {'scored':>6} {'react p50':>9} "
+            f"{'react max':>9} {'task':>4} {'TTFT p50':>8}  top intents"]
+    items = list(bench["scenarios"].items()) + [("OVERALL", bench["overall"])]
+    for name, r in items:
+        if "error" in r:
+            rows.append(f"{name:<22} FAILED: {r['error']}")
+            continue
+        ci = r.get("accuracy_ci95") or [None, None]
+        top = ", ".join(f"{k} {v}" for k, v in sorted(r["intents"].items(), key=lambda kv: -kv[1])[:3])
+        rows.append(f"{name:<22} {fmt(r['decision_accuracy']):>8} {fmt(ci[0]) + '-' + fmt(ci[1]):>13} "
+                    f"{fmt(r.get('chance_accuracy')):>6} {r['decisions_scored']:>6} "
+                    f"{fmt(r['reaction_p50_s'], '.1f'):>9} "
+                    f"{fmt(r['reaction_max_s'], '.1f'):>9} {fmt(r['task_success_rate'], '.0%'):>4} "
+                    f"{fmt(r['ttft_p50_ms'], '.0f'):>8}  {top}")
+    return "\n".join(rows)
+
+
+def plot(bench: Dict[str, Any], path: Path, n_intents: Optional[int] = None) -> Path:
+    """Accuracy per scenario (bars) with 95 % Wilson intervals, the scenario's chance level
+    (a uniformly random decision) as a black tick, and 1/number of intents as a dashed line."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    items = [(n, r) for n, r in bench["scenarios"].items() if "error" not in r] + [("OVERALL", bench["overall"])]
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.6 * len(items) + 2), 4.2))
+    xs = list(range(len(items)))
+    acc = [r["decision_accuracy"] or 0.0 for _, r in items]
+    ci = [r.get("accuracy_ci95") or [0.0, 1.0] for _, r in items]
+    colours = ["tab:blue"] * (len(items) - 1) + ["tab:purple"]
+    ax.bar(xs, acc, color=colours, alpha=0.8)
+    ax.errorbar(xs, acc, yerr=[[a - c[0] for a, c in zip(acc, ci)], [c[1] - a for a, c in zip(acc, ci)]],
+                fmt="none", ecolor="k", capsize=3, lw=1, label="95 % Wilson interval")
+    chance = [(x, r.get("chance_accuracy")) for x, (_, r) in zip(xs, items) if r.get("chance_accuracy") is not None]
+    if chance:
+        ax.scatter([c[0] for c in chance], [c[1] for c in chance], marker="_", s=300, color="k", zorder=3,
+                   label="chance (uniformly random decision)")
+    if n_intents:
+        ax.axhline(1.0 / n_intents, color="tab:red", ls="--", lw=1, label=f"1/{n_intents} intents")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([n for n, _ in items], rotation=60, ha="right", fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("decision accuracy")
+    ax.set_title("Decisions matching the scenario's expectations, per scenario", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _percentile(values: Sequence[float], q: float) -> Optional[float]:
+    if not values:
+        return None
+    s = sorted(values)
+    pos = (len(s) - 1) * q / 100.0
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def _round(value: Optional[float], digits: int) -> Optional[float]:
+    return None if value is None else round(float(value), digits)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench_decisions", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenarios", help="comma-separated subset (default: every bench scenario)")
+    parser.add_argument("--out", default="build/bench/decisions.json")
+    parser.add_argument("--plot", default="build/bench/decisions.png")
+    parser.add_argument("--runs-dir", default="build/bench/decision_runs", help="one run folder per scenario")
+    parser.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",
+                        help="parameter override for every run")
+    parser.add_argument("--rescore", action="store_true", help="do not run; re-read the runs already in --runs-dir")
+    args = parser.parse_args(argv)
+    from csr_llm_core.catalogue import IntentCatalogue
+    catalogue = IntentCatalogue.from_file(config_dir() / "intents.yaml")
+    available = suite_scenarios()
+    names = [n.strip() for n in args.scenarios.split(",") if n.strip()] if args.scenarios else available
+    runs_dir = Path(args.runs_dir)
+    results: Dict[str, Dict[str, Any]] = {}
+    start = time.monotonic()
+    for i, name in enumerate(names, 1):
+        run: Dict[str, Any] = {"run_dir": runs_dir / name / "latest", "returncode": 0, "wall_s": 0.0}
+        if not args.rescore:
+            print(f"[bench-decisions] {i}/{len(names)} {name} ...", flush=True)
+            run = run_scenario(name, runs_dir / name, args.set)
+        try:
+            if run["returncode"] != 0:
+                raise RuntimeError(f"run exited {run['returncode']} (log: {run.get('log')})")
+            results[name] = scenario_result(Path(run["run_dir"]), catalogue)
+            results[name]["wall_s"] = round(run["wall_s"], 1)
+            r = results[name]
+            print(f"[bench-decisions]   accuracy {r['decision_accuracy']}, reaction p50 {r['reaction_p50_s']} s, "
+                  f"task {r['task_success_rate']}, {r['wall_s']} s wall", flush=True)
+        except (OSError, ValueError, KeyError, RuntimeError) as err:
+            results[name] = {"error": str(err)}
+            print(f"[bench-decisions]   FAILED: {err}", flush=True)
+    bench = bench_json(results, time.monotonic() - start)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(bench, indent=2) + "\n")
+    plot(bench, Path(args.plot), n_intents=len(catalogue.names))
+    print(table(bench))
+    print(f"[bench-decisions] {out}, {args.plot} ({bench['overall']['wall_s']:.0f} s wall)")
+    return 1 if bench["overall"]["scenarios_failed"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

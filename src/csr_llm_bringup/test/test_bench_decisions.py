@@ -1,0 +1,60 @@
+"""bench_decisions aggregation (plain): per-scenario keys from a run folder, pooled overall, table, plot.
+The runs here are written by RunStats from hand-made decisions; the real graph runs in `make bench-decisions`."""
+import json
+
+import pytest
+
+from csr_llm_bringup.bench_decisions import bench_json, plot, scenario_result, suite_scenarios, table
+from csr_llm_bringup.run_report import RunStats
+
+KEYS = {"decision_accuracy", "reaction_p50_s", "reaction_max_s", "task_success_rate", "intents", "ttft_p50_ms",
+        "ttft_p99_ms"}
+
+
+def _run(tmp_path, name, decisions, goals):
+    """A run folder as the recorder leaves it: expectation at 1.0 (move_to warehouse), `none` at 4.0."""
+    stats = RunStats()
+    stats.on_time(0.0)
+    for record in [{"kind": "start", "scenario": name, "duration": 5.0, "goals": list(goals), "time": 0.0},
+                   {"kind": "event", "event": "task", "time": 1.0, "say": "go",
+                    "expect": {"intents": ["move_to"], "args": {"move_to.zone": ["warehouse"]}}},
+                   {"kind": "event", "event": "done", "time": 4.0, "say": "", "expect": "none"},
+                   {"kind": "end", "scenario": name, "time": 5.0, "duration": 5.0, "goals": goals}]:
+        stats.on_expectation_record(record)
+    for t, intent, args, ttft in decisions:
+        stats.on_decision(t, ttft, intent, "R1", 0, arguments=args)
+    stats.on_time(5.0)
+    stats.write(tmp_path / name)
+    return tmp_path / name
+
+
+def test_pooled_results(tmp_path, catalogue):
+    go = {"zone": "warehouse", "speed": 0.3}
+    a = _run(tmp_path, "a", [(1.5, "stop", {}, 100.0), (2.0, "move_to", go, 200.0), (2.5, "move_to", go, 300.0)],
+             {"in_warehouse": 3.1})
+    b = _run(tmp_path, "b", [(1.5, "stop", {}, 400.0), (2.0, "stop", {}, 500.0)], {"in_warehouse": None})
+    results = {"a": scenario_result(a, catalogue), "b": scenario_result(b, catalogue),
+               "c": {"error": "run exited 1"}}
+    assert results["a"]["decision_accuracy"] == pytest.approx(2 / 3, abs=1e-4)
+    assert results["a"]["reaction_p50_s"] == pytest.approx(1.0) and results["a"]["task_success_rate"] == 1.0
+    assert results["b"]["decision_accuracy"] == 0.0 and results["b"]["reaction_max_s"] == pytest.approx(3.0)
+    assert results["a"]["chance_accuracy"] == pytest.approx(1 / 6 / 3, abs=1e-4)   # move_to with 1 of 3 zones
+    bench = bench_json(results, wall_s=12.0)
+    overall = bench["overall"]
+    assert KEYS <= set(overall) and KEYS <= set(bench["scenarios"]["a"])
+    assert overall["decision_accuracy"] == pytest.approx(2 / 5, abs=1e-4)         # pooled over decisions
+    assert overall["reaction_p50_s"] == pytest.approx(2.0) and overall["reaction_max_s"] == pytest.approx(3.0)
+    assert overall["task_success_rate"] == 0.5
+    assert overall["intents"] == {"stop": 3, "move_to": 2}
+    assert overall["ttft_p50_ms"] == pytest.approx(300.0)
+    assert overall["scenarios_failed"] == ["c"]
+    json.dumps(bench)
+    text = table(bench)
+    assert "OVERALL" in text and "FAILED: run exited 1" in text
+    assert plot(bench, tmp_path / "decisions.png", n_intents=6).stat().st_size > 1000
+
+
+def test_the_suite_is_every_scored_scenario_but_the_test_and_bag_ones():
+    names = suite_scenarios()
+    assert len(names) >= 10
+    assert not {"default", "closed_loop", "golden"} & set(names)

@@ -1,0 +1,162 @@
+"""Decision scoring (plain module): hand-computed accuracy, reaction times, windows, constraints."""
+import pytest
+
+from csr_llm_bringup.decision_score import (MATCH, MISMATCH, UNSCORED, DecisionRecord, ExpectationChange,
+                                            ExpectationError, chance_of_match, changes_from_records,
+                                            parse_expectation, score_decisions, wilson_interval)
+
+
+def _change(t, event_id, raw, catalogue=None):
+    return ExpectationChange(t, event_id, parse_expectation(raw, catalogue))
+
+
+def _decisions(*items):
+    return [DecisionRecord(t, intent, args or {}) for t, intent, args in items]
+
+
+def test_known_run_scores_exactly(catalogue):
+    # timeline: door task at 1.0, person close at 4.0 (safe set), person left at 7.0 (door again),
+    # scoring ends at 9.0; the run ends at 10.0
+    changes = [_change(1.0, "task_door", ["open_door"], catalogue),
+               _change(4.0, "person_close", ["back_off", "stop", "hold_position"], catalogue),
+               _change(7.0, "person_left", "open_door", catalogue),
+               _change(9.0, "done", "none", catalogue)]
+    decisions = _decisions(
+        (0.5, "hold_position", None),        # before any expectation: unscored
+        (1.0, "hold_position", None),        # at the event's own instant: cannot have seen it -> unscored
+        (1.5, "hold_position", None),        # mismatch
+        (2.0, "open_door", None),            # match -> reaction 1.0 s
+        (2.5, "open_door", None),            # match
+        (4.5, "open_door", None),            # mismatch
+        (5.0, "open_door", None),            # mismatch
+        (5.5, "stop", None),                 # match -> reaction 1.5 s
+        (7.5, "stop", None),                 # mismatch: never matched in (7, 9] -> window length 2.0 s
+        (8.5, "back_off", {"distance": 0.1}),  # mismatch
+        (9.5, "open_door", None),            # after `none`: unscored
+    )
+    score = score_decisions(changes, decisions, end_time=10.0)
+    verdicts = [d.verdict for d in score.decisions]
+    assert verdicts == [UNSCORED, UNSCORED, MISMATCH, MATCH, MATCH, MISMATCH, MISMATCH, MATCH, MISMATCH, MISMATCH,
+                        UNSCORED]
+    assert score.scored == 8 and score.count(MATCH) == 3 and score.count(UNSCORED) == 3
+    assert score.accuracy == pytest.approx(3 / 8)
+    assert [(r.event_id, r.reaction_s, r.matched) for r in score.reactions] == [
+        ("task_door", pytest.approx(1.0), True), ("person_close", pytest.approx(1.5), True),
+        ("person_left", pytest.approx(2.0), False)]
+    assert score.unmatched == ["person_left"]
+    assert score.reaction_p50_s == pytest.approx(1.5)
+    assert score.reaction_max_s == pytest.approx(2.0)
+    assert score.intents == {"hold_position": 3, "open_door": 5, "stop": 2, "back_off": 1}
+    assert score.task_success is None          # no goals
+    assert [d.event_id for d in score.decisions][2:4] == ["task_door", "task_door"]
+    summary = score.summary()
+    assert summary["decision_accuracy"] == 0.375 and summary["decisions_unscored"] == 3
+    assert summary["reactions_unmatched"] == ["person_left"]
+
+
+def test_last_window_runs_to_the_end_time_and_later_decisions_are_unscored():
+    changes = [_change(2.0, "task", ["move_to"])]
+    score = score_decisions(changes, _decisions((3.0, "stop", None), (6.5, "stop", None)), end_time=6.0)
+    assert [d.verdict for d in score.decisions] == [MISMATCH, UNSCORED]
+    assert score.reactions[0].reaction_s == pytest.approx(4.0) and not score.reactions[0].matched
+    assert score.reactions[0].end == 6.0
+
+
+def test_events_at_the_same_instant_keep_the_last_and_events_after_the_end_are_ignored():
+    changes = [_change(1.0, "first", ["stop"]), _change(1.0, "second", ["open_door"]),
+               _change(20.0, "too_late", ["stop"])]
+    score = score_decisions(changes, _decisions((1.5, "open_door", None)), end_time=10.0)
+    assert [r.event_id for r in score.reactions] == ["second"]
+    assert score.decisions[0].verdict == MATCH and score.accuracy == 1.0
+
+
+def test_no_expectations_means_nothing_scored():
+    score = score_decisions([], _decisions((1.0, "stop", None)), end_time=5.0)
+    assert score.accuracy is None and score.reaction_p50_s is None and score.reaction_max_s is None
+    assert score.decisions[0].verdict == UNSCORED
+
+
+def test_argument_constraints(catalogue):
+    expect = parse_expectation({"intents": ["move_to", "back_off"],
+                                "args": {"move_to.zone": "warehouse", "move_to.speed": {"max": 0.2},
+                                         "back_off.distance": {"min": 0.1, "max": 0.5}}}, catalogue)
+    assert expect.matches("move_to", {"zone": "warehouse", "speed": 0.15})
+    assert not expect.matches("move_to", {"zone": "warehouse", "speed": 0.3})       # too fast
+    assert not expect.matches("move_to", {"zone": "corridor", "speed": 0.1})        # wrong zone
+    assert not expect.matches("move_to", {"speed": 0.1})                            # zone missing
+    assert expect.matches("back_off", {"distance": 0.1})
+    assert not expect.matches("back_off", {"distance": 0.8})
+    assert not expect.matches("stop", {})
+    one_of = parse_expectation({"intents": ["pick_object"], "args": {"pick_object.object": ["box", "tool"]}},
+                               catalogue)
+    assert one_of.matches("pick_object", {"object": "tool"})
+    assert not one_of.matches("pick_object", {"object": "bottle"})
+    assert expect.describe() == "move_to(zone=warehouse, speed in ..0.2) | back_off(distance in 0.1..0.5)"
+
+
+def test_scored_constraints_in_a_run(catalogue):
+    changes = [_change(1.0, "task", {"intents": ["move_to"], "args": {"move_to.zone": "warehouse"}}, catalogue)]
+    decisions = _decisions((1.5, "move_to", {"zone": "corridor", "speed": 0.3}),
+                           (2.0, "move_to", {"zone": "warehouse", "speed": 0.3}))
+    score = score_decisions(changes, decisions, end_time=5.0)
+    assert [d.verdict for d in score.decisions] == [MISMATCH, MATCH]
+    assert score.reactions[0].reaction_s == pytest.approx(1.0)
+
+
+def test_expectation_json_round_trip(catalogue):
+    raw = {"intents": ["move_to", "stop"], "args": {"move_to.zone": ["warehouse"], "move_to.speed": {"max": 0.2}}}
+    expect = parse_expectation(raw, catalogue)
+    assert parse_expectation(expect.to_json()) == expect
+    records = [{"kind": "start", "scenario": "x", "duration": 9.0, "goals": [], "time": 0.0},
+               {"kind": "event", "event": "hello", "time": 0.5, "say": "hi"},          # no expect: no change
+               {"kind": "event", "event": "task", "time": 1.0, "say": "go", "expect": expect.to_json()},
+               {"kind": "event", "event": "done", "time": 5.0, "say": "", "expect": "none"}]
+    assert changes_from_records(records) == [ExpectationChange(1.0, "task", expect),
+                                             ExpectationChange(5.0, "done", None)]
+
+
+def test_goals_give_task_success():
+    score = score_decisions([], [], end_time=5.0, goals={"door_open": 3.2, "box_lifted": None})
+    assert score.task_success is False
+    assert score_decisions([], [], end_time=5.0, goals={"door_open": 3.2}).task_success is True
+
+
+@pytest.mark.parametrize("raw, message", [
+    (None, "empty; write `none`"),
+    ("fly_away", "unknown intent 'fly_away'"),
+    ([], "non-empty list"),
+    ({"intents": ["stop"], "because": "x"}, r"unknown keys \['because'\]"),
+    ({"args": {}}, "needs `intents"),
+    ({"intents": ["move_to"], "args": {"zone": "warehouse"}}, "keys are `intent.argument`"),
+    ({"intents": ["stop"], "args": {"move_to.zone": "warehouse"}}, "not in this expectation's intents"),
+    ({"intents": ["move_to"], "args": {"move_to.colour": "red"}}, "has no argument 'colour'"),
+    ({"intents": ["move_to"], "args": {"move_to.zone": "kitchen"}}, "'kitchen' is not one of"),
+    ({"intents": ["move_to"], "args": {"move_to.speed": {"min": 0.4, "max": 0.1}}}, "min 0.4 is above max 0.1"),
+    ({"intents": ["move_to"], "args": {"move_to.speed": {"max": 3.0}}}, "outside 0.05..0.5"),
+    ({"intents": ["move_to"], "args": {"move_to.zone": {"min": 1}}}, "a range needs a number argument"),
+    ({"intents": ["move_to"], "args": {"move_to.speed": {"below": 1}}}, "a range is {min, max}"),
+    ({"intents": ["move_to"], "args": {"move_to.zone": []}}, "an empty list accepts nothing"),
+    (42, "expected `none`, an intent"),
+])
+def test_expectation_errors_are_clear(catalogue, raw, message):
+    with pytest.raises(ExpectationError, match=message):
+        parse_expectation(raw, catalogue)
+
+
+def test_wilson_interval():
+    low, high = wilson_interval(5, 10)
+    assert low == pytest.approx(0.2366, abs=1e-3) and high == pytest.approx(0.7634, abs=1e-3)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    low, high = wilson_interval(0, 20)
+    assert low == 0.0 and 0.1 < high < 0.2
+
+
+def test_chance_of_a_uniformly_random_decision(catalogue):
+    n = len(catalogue.names)                     # 6 intents
+    assert chance_of_match(parse_expectation(["stop", "hold_position"], catalogue), catalogue) == pytest.approx(2 / n)
+    zone = parse_expectation({"intents": ["move_to"], "args": {"move_to.zone": "warehouse"}}, catalogue)
+    assert chance_of_match(zone, catalogue) == pytest.approx(1 / n / 3)      # 3 zones
+    slow = parse_expectation({"intents": ["move_to", "stop"],
+                              "args": {"move_to.zone": "corridor", "move_to.speed": {"max": 0.2}}}, catalogue)
+    # speed uniform in 0.05..0.5: 0.15 of 0.45 is at most 0.2
+    assert chance_of_match(slow, catalogue) == pytest.approx(1 / n * (1 / 3) * (0.15 / 0.45) + 1 / n)
