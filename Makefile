@@ -81,7 +81,7 @@ GOLDEN_DIR := src/csr_llm_bringup/test/golden_sim
 GOLDEN_TOPICS := [joint_states, imu, odom, gripper/wrench, motor_temperature, proximity, zone, events, decision, motor_command, state_chunks, cmd_vel, csr_status, router_status]
 .PHONY: golden
 golden: setup
-	$(PY) -m csr_llm_bringup.cli run --profile sim --runs-dir build/golden_runs --duration 300 \
+	$(PY) -m csr_llm_bringup.cli run --profile sim --runs-dir build/golden_runs --duration 600 \
 	  --set simulator.scenario=golden --set simulator.exit_at_end=true --set reasoning.mode=sync \
 	  --set 'recorder.topics=$(GOLDEN_TOPICS)' --set recorder.status_period=5.0
 	rm -rf $(GOLDEN_DIR) && cp -r build/golden_runs/latest/bag $(GOLDEN_DIR)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from csr_llm_bringup.compare import read_outputs
 from csr_llm_bringup.paths import config_dir
 
 pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
@@ -35,17 +36,19 @@ def test_golden_bag_replays_to_the_same_decisions_and_motor_commands(tmp_path):
 
 @pytest.mark.slow
 def test_a_perturbed_prompt_is_caught_with_the_first_divergence(tmp_path):
+    first = read_outputs(GOLDEN).decisions[0].intent
+    forced = "hold_position" if first != "hold_position" else "stop"   # differs from the golden's first
     prompt = yaml.safe_load((config_dir() / "prompt.yaml").read_text())
     for example in prompt["examples"]:
-        example["decision"] = '{"intent": "stop", "args": {}}'
-    prompt["question"] = prompt["question"] + " Emergency: the only allowed intent is stop."
+        example["decision"] = f'{{"intent": "{forced}", "args": {{}}}}'
+    prompt["question"] = prompt["question"] + f" Emergency: the only allowed intent is {forced}."
     perturbed = tmp_path / "prompt.yaml"
     perturbed.write_text(yaml.safe_dump(prompt))
     result = replay(tmp_path, "--set", f"reasoning.prompt_file={perturbed}", "--no-motor-check")
     assert result.returncode == 1, result.stdout[-3000:]
     out = result.stdout
     assert "MISMATCH" in out and "FIRST DIVERGENCE at decision #" in out
-    assert "golden: open_door()" in out and "replay: stop()" in out
+    assert f"golden: {first}(" in out and f"replay: {forced}()" in out
     assert "last chunk before it (seq" in out and "state version 0" in out and "sim time 0.500 s" in out
 
 
