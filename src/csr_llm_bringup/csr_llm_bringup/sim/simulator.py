@@ -12,22 +12,24 @@ One ``step()`` = one 1 ms physics step:
     motion.
   * every 10 ms: motor thermal model (effort^2 heating), person walking, scripted base drives and
     the scenario engine (timed and triggered events).
-Sensors and the ground truth are read on demand (``joint_positions()``, ``imu()``, ``odom()``,
-``grip_force()``, ``proximity()``, ``zone()``, ``truth()``); scenario events queue up as text
-for the node to publish (``pop_events()``).
+Sensors and the ground truth are read on demand (readouts.py: ``joint_positions()``, ``imu()``,
+``odom()``, ``grip_force()``, ``person_distance()``, ``zone()``, ``truth()``); what scenario events
+do to the world (person, object, heat, scripted drive) is in world_actions.py; both are mixins of
+``Simulator``, which keeps the physics: the model, commands, stepping and the traction model.
+Scenario events queue up as text for the node to publish (``pop_events()``).
 """
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence, Tuple, Union, cast
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import mujoco
 import numpy as np
 
-from .robot_model import (APPROACH_HANDLE_POSE, JOINTS, OBJECT_HALF, OBJECT_OFFSET, PARKED_OBJECT,
-                          REACH_SHELF_POSE, SHELF_HALF, SHELF_OFFSET, WHEELS, build_mjcf, default_limits,
-                          world_config)
+from .readouts import Readouts
+from .robot_model import APPROACH_HANDLE_POSE, JOINTS, REACH_SHELF_POSE, build_mjcf, default_limits, world_config
 from .thermal import ThermalModel
+from .world_actions import WorldActions
 
 GRAVITY = 9.81
 SLOW_EVERY = 10          # steps between the 100 Hz updates (thermal, person, drive, scenario)
@@ -38,8 +40,8 @@ def _clip(v: float, lim: float) -> float:
     return lim if v > lim else (-lim if v < -lim else v)
 
 
-class Simulator:
-    """The physics, sensors and scenario hooks of the robot in its world."""
+class Simulator(WorldActions, Readouts):
+    """The physics, sensors (Readouts) and scenario hooks (WorldActions) of the robot in its world."""
 
     def __init__(self, limits: Optional[Dict[str, Sequence[float]]] = None, world: Optional[dict] = None,
                  scenario=None, timestep: float = 0.001, base_max_linear: float = 0.5,
@@ -348,270 +350,3 @@ class Simulator:
     def pop_events(self) -> List[Tuple[float, str]]:
         out, self.events = self.events, []
         return out
-
-    def person_approach(self, distance: float, speed: float = 1.0) -> None:
-        self._person_goal = ("approach", float(distance), float(speed))
-
-    def person_leave(self, speed: float = 1.0) -> None:
-        self._person_goal = ("leave", 0.0, float(speed))
-
-    def person_to(self, x: float, y: float, speed: float = 1.0) -> None:
-        self._person_goal = ("to", (float(x), float(y)), float(speed))
-
-    def _write_person(self) -> None:
-        self.data.mocap_pos[self._person_mocap, 0] = self.person_pos[0]
-        self.data.mocap_pos[self._person_mocap, 1] = self.person_pos[1]
-
-    def _update_person(self, dt: float) -> None:
-        goal = self._person_goal
-        if goal is None:
-            return
-        mode, value, speed = goal
-        px, py = self.person_pos
-        if mode == "approach":
-            bx, by, _ = self.base_pose()
-            dx, dy = bx - px, by - py
-            dist = math.hypot(dx, dy)
-            remaining = self.person_distance() - cast(float, value)
-            if remaining <= 0.0:
-                self._person_goal = None
-                return
-            stepd = min(speed * dt, remaining)
-        else:
-            tx, ty = self.person_home if mode == "leave" else cast(Tuple[float, float], value)
-            dx, dy = tx - px, ty - py
-            dist = math.hypot(dx, dy)
-            if dist < 1e-6:
-                self._person_goal = None
-                return
-            stepd = min(speed * dt, dist)
-        if dist > 1e-9:
-            self.person_pos[0] = px + dx / dist * stepd
-            self.person_pos[1] = py + dy / dist * stepd
-        self._write_person()
-
-    def place_object(self, name: str = "box", position: Optional[Sequence[float]] = None, yaw: float = 0.0,
-                     in_reach: Optional[object] = None) -> Tuple[float, float, float]:
-        """Put the object on the shelf board: at `position` (object centre, level, the board under
-        it), or "in reach": oriented like the hand in pose `in_reach` (relative to where the base is
-        now) with its front overhanging the board edge between the open jaws. Returns the centre."""
-        if in_reach is not None:
-            grip, rot = self.grip_point(in_reach)
-            g = np.asarray(grip)
-            pos = tuple(float(v) for v in g + rot[:, 0] * OBJECT_OFFSET)
-            board = g + rot[:, 0] * SHELF_OFFSET - rot[:, 2] * (OBJECT_HALF[2] + SHELF_HALF[2])
-        elif position is not None:
-            pos = tuple(float(v) for v in position)
-            if len(pos) == 2:
-                pos = (pos[0], pos[1], 0.45 + OBJECT_HALF[2])
-            c, s = math.cos(yaw), math.sin(yaw)
-            rot = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-            board = np.asarray(pos) - rot[:, 2] * (OBJECT_HALF[2] + SHELF_HALF[2])
-        else:
-            raise ValueError("place_object needs position or in_reach")
-        quat = np.zeros(4)
-        mujoco.mju_mat2Quat(quat, np.ascontiguousarray(rot).reshape(-1))
-        m, d = self.model, self.data
-        qa, va = self._obj_q, self._obj_v
-        d.qpos[qa:qa + 3] = pos
-        d.qpos[qa + 3:qa + 7] = quat
-        d.qvel[va:va + 6] = 0.0
-        self._set_object_collisions(1, 3)
-        m.body_gravcomp[self._obj_body] = 0.0
-        d.mocap_pos[self._shelf_mocap] = board
-        d.mocap_quat[self._shelf_mocap] = quat
-        self.object_present, self.object_name = True, str(name)
-        return cast(Tuple[float, float, float], pos)   # in_reach: 3 values; position: (x, y[, z]), z filled in
-
-    def _set_object_collisions(self, contype: int, conaffinity: int) -> None:
-        m = self.model
-        m.geom_contype[self._obj_geom], m.geom_conaffinity[self._obj_geom] = contype, conaffinity
-        # the broadphase filters on the per-body union as well (MuJoCo >= 3.1)
-        if hasattr(m, "body_contype"):
-            m.body_contype[self._obj_body], m.body_conaffinity[self._obj_body] = contype, conaffinity
-
-    def remove_object(self) -> None:
-        m, d = self.model, self.data
-        qa, va = self._obj_q, self._obj_v
-        d.qpos[qa:qa + 3] = PARKED_OBJECT
-        d.qpos[qa + 3:qa + 7] = (1.0, 0.0, 0.0, 0.0)
-        d.qvel[va:va + 6] = 0.0
-        self._set_object_collisions(0, 0)
-        m.body_gravcomp[self._obj_body] = 1.0
-        self.object_present = False
-
-    def heat(self, joint: str, rate: float = 0.0, duration: float = 0.0, add: float = 0.0) -> None:
-        if joint not in JOINTS:
-            raise ValueError(f"unknown joint {joint!r}")
-        j = JOINTS.index(joint)
-        if add:
-            self.thermal.add_heat(j, add)
-        if rate and duration:
-            self.thermal.add_boost(j, rate, duration, self.time)
-
-    def drive(self, speed: float, to_x: Optional[float] = None, duration: Optional[float] = None,
-              wz: float = 0.0, timeout: float = 20.0, heading: float = 0.0) -> None:
-        """Scripted base motion (operator/teleop takeover): overrides cmd_vel until the base reaches
-        x = to_x (driving forward or backward along `heading`), or for `duration` seconds."""
-        self._drive = {"speed": abs(float(speed)), "to_x": to_x, "until": self.time + float(duration or timeout),
-                       "wz": float(wz), "vx": 0.0, "heading": float(heading), "timeout": self.time + float(timeout)}
-        self._update_drive()
-
-    @property
-    def driving(self) -> bool:
-        return self._drive is not None
-
-    def _update_drive(self) -> None:
-        dr = self._drive
-        if dr is None:
-            return
-        now = self.time
-        if now >= dr["until"] or now >= dr["timeout"]:
-            self._drive = None
-            return
-        if dr["to_x"] is None:
-            dr["vx"] = dr["speed"]
-            return
-        x, _, yaw = self.base_pose()
-        err = float(dr["to_x"]) - x
-        if abs(err) < 0.01:
-            self._drive = None
-            return
-        direction = 1.0 if err * math.cos(dr["heading"]) > 0 else -1.0
-        dr["vx"] = direction * min(dr["speed"], 1.5 * abs(err) + 0.05)
-        dyaw = math.atan2(math.sin(dr["heading"] - yaw), math.cos(dr["heading"] - yaw))
-        dr["wz"] = _clip(2.0 * dyaw, 0.5)
-
-    # ------------------------------------------------------------------ sensors
-    def joint_positions(self) -> np.ndarray:
-        return self.data.qpos[self._qslice]
-
-    def joint_velocities(self) -> np.ndarray:
-        return self.data.qvel[self._vslice]
-
-    def joint_efforts(self) -> np.ndarray:
-        return self.effort_applied
-
-    def imu(self):
-        """(linear acceleration incl. gravity, angular velocity) in the base frame, orientation (w, x, y, z)."""
-        sd = self.data.sensordata
-        return sd[self._s_acc:self._s_acc + 3], sd[self._s_gyro:self._s_gyro + 3], sd[self._s_quat:self._s_quat + 4]
-
-    def odom(self) -> List[float]:
-        """Wheel odometry: x, y, yaw, forward speed, yaw rate."""
-        return self._odom
-
-    def grip_force(self) -> float:
-        """Grip force (N): the moving jaw's pad force (its force sensor), counted only while the fixed
-        jaw also touches (> 1 N), so pushing something with one jaw is not a grip. (The fixed jaw can
-        read less when the gripped thing also rests on something: a shelf, the door lever's spring.)"""
-        sd = self.data.sensordata
-        return float(sd[self._s_pad_moving]) if sd[self._s_pad_fixed] > 1.0 else 0.0
-
-    def pad_forces(self) -> Tuple[float, float]:
-        sd = self.data.sensordata
-        return float(sd[self._s_pad_fixed]), float(sd[self._s_pad_moving])
-
-    def base_pose(self) -> Tuple[float, float, float]:
-        q = self.data.qpos
-        return float(q[self._bqx]), float(q[self._bqy]), float(q[self._bqyaw])
-
-    def base_velocity(self) -> Tuple[float, float, float]:
-        """True base velocity in the base frame: forward, lateral, yaw rate."""
-        qv = self.data.qvel
-        _, _, yaw = self.base_pose()
-        c, s = math.cos(yaw), math.sin(yaw)
-        vx, vy = float(qv[self._bx]), float(qv[self._by])
-        return c * vx + s * vy, -s * vx + c * vy, float(qv[self._byaw])
-
-    def person_distance(self) -> float:
-        """Clearance between the base's bounding circle and the person (m, >= 0)."""
-        bx, by, _ = self.base_pose()
-        centre = math.hypot(self.person_pos[0] - bx, self.person_pos[1] - by)
-        return max(0.0, centre - self.base_radius - self.person_radius)
-
-    def zone(self) -> str:
-        x, y, _ = self.base_pose()
-        for name, (x0, x1, y0, y1) in self._zones:
-            if x0 <= x < x1 and y0 <= y < y1:
-                return name
-        return str(self.world["default_zone"])
-
-    def door_angle(self) -> float:
-        return float(self.data.qpos[self._door_q])
-
-    def temperatures(self) -> np.ndarray:
-        return self.thermal.temperature
-
-    def object_position(self) -> Tuple[float, float, float]:
-        x, y, z = (float(v) for v in self.data.qpos[self._obj_q:self._obj_q + 3])
-        return x, y, z
-
-    def detected_objects(self) -> List[Tuple[str, Tuple[float, float, float], Tuple[float, float, float, float]]]:
-        """What a perception node on the base reports: each placed object's name, centre and
-        orientation (w, x, y, z) in the base frame (the true pose, no sensor noise)."""
-        if not self.object_present:
-            return []
-        bx, by, yaw = self.base_pose()
-        x, y, z = self.object_position()
-        c, s = math.cos(yaw), math.sin(yaw)
-        base_inv = np.array([math.cos(0.5 * yaw), 0.0, 0.0, -math.sin(0.5 * yaw)])
-        quat = np.zeros(4)
-        mujoco.mju_mulQuat(quat, base_inv, np.asarray(self.data.qpos[self._obj_q + 3:self._obj_q + 7]))
-        w, qx, qy, qz = (float(v) for v in quat)
-        return [(self.object_name, (c * (x - bx) + s * (y - by), -s * (x - bx) + c * (y - by), z), (w, qx, qy, qz))]
-
-    def truth(self) -> dict:
-        x, y, yaw = self.base_pose()
-        vf, vl, wz = self.base_velocity()
-        return {
-            "time": self.time,
-            "base_x": x, "base_y": y, "base_yaw": yaw,
-            "base_vx": vf, "base_vy": vl, "base_wz": wz,
-            "odom_x": self._odom[0], "odom_y": self._odom[1], "odom_yaw": self._odom[2],
-            "odom_vx": self._odom[3], "odom_wz": self._odom[4],
-            "wheel_speed": [w * self.wheel_radius for w in self.wheel_w],
-            "on_slip": self.on_slip,
-            "zone": self.zone(),
-            "person_distance": self.person_distance(),
-            "person_xy": list(self.person_pos),
-            "grip_force": self.grip_force(),
-            "pad_forces": list(self.pad_forces()),
-            "door_angle": self.door_angle(),
-            "object_present": self.object_present,
-            "object_xyz": list(self.object_position()) if self.object_present else None,
-            "temperatures": dict(zip(JOINTS, (float(t) for t in self.thermal.temperature))),
-            "efforts_applied": dict(zip(JOINTS, (float(u) for u in self.effort_applied))),
-            "joint_positions": dict(zip(JOINTS, (float(v) for v in self.joint_positions()))),
-            "driving": self.driving,
-            # scenario goals: id -> sim time first reached (None: not yet); scored by the recorder
-            "goals": self.scenario.goal_status() if self.scenario is not None else {},
-        }
-
-    def condition_value(self, name: str):
-        """Scalar values the scenario engine can test (cheap: no dict building)."""
-        if name == "grip_force":
-            return self.grip_force()
-        if name == "base_x":
-            return self.base_pose()[0]
-        if name == "base_y":
-            return self.base_pose()[1]
-        if name == "person_distance":
-            return self.person_distance()
-        if name == "door_angle":
-            return self.door_angle()
-        if name == "on_slip":
-            return self.on_slip
-        if name == "zone":
-            return self.zone()
-        if name == "driving":
-            return self.driving
-        if name == "time":
-            return self.time
-        if name == "object_height":
-            return self.object_position()[2] if self.object_present else -1.0
-        raise KeyError(name)
-
-    def wheel_states(self):
-        """Wheel joint names, angles, speeds (rad, rad/s) and motor torques."""
-        return WHEELS, self.wheel_angle, self.wheel_w, self.wheel_torque

@@ -8,7 +8,8 @@ message per joint, header.frame_id = joint), ``proximity`` (sensor_msgs/Range), 
 ``events`` (std_msgs/String), ``sim/truth`` (JSON, optional), ``scenario/expectations`` (JSON per
 fired event, reliable + transient local: the decision-scoring timeline) and ``/clock``. Every
 stamp is sim time. ``detected_objects`` (csr_llm_msgs/DetectedObjects, with the zone): the placed
-objects in the base frame, as a perception node would report them.
+objects in the base frame, as a perception node would report them. The sensor topics' publishers
+and preallocated messages are in sensor_publishers.py.
 
 The physics runs in its own thread (not a timer): step, publish what is due, pace to
 ``real_time_factor`` (0 = as fast as possible); with ``lockstep_decision_period`` > 0 it stops at
@@ -17,14 +18,12 @@ each period boundary until a decision stamped at or after the boundary arrives (
 """
 from __future__ import annotations
 
-import array
 import json
 import os
 import signal
-import math
 import threading
 import time
-from typing import List, Optional
+from typing import Optional
 
 import numpy as np
 import rclpy
@@ -32,13 +31,11 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import Pose, Twist, WrenchStamped
-from nav_msgs.msg import Odometry
+from geometry_msgs.msg import Twist
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import Imu, JointState, Range, Temperature
 from std_msgs.msg import Float64MultiArray, String
 
-from csr_llm_msgs.msg import Decision, DetectedObjects, MotorCommand
+from csr_llm_msgs.msg import Decision, MotorCommand
 from csr_llm_core.faults import FaultLog
 from csr_llm_core.ros import qos
 from csr_llm_core.paths import expand_path
@@ -51,6 +48,7 @@ from ..paths import config_dir
 from .lockstep import Lockstep, Pacer
 from .robot_model import JOINTS
 from .scenario import ExpectationFeed, ScenarioError, load_scenario
+from .sensor_publishers import SensorPublishers
 from .sim_config import SimulatorConfig
 from .simulator import Simulator
 
@@ -137,53 +135,12 @@ class SimulatorNode(Node):
         # ------------------------------------------------------------- publishers (preallocated)
         self.stamp = Time()
         self.pub_clock = self.create_publisher(Clock, "/clock", CLOCK_QOS)
-        self.pub_js = self.create_publisher(JointState, "joint_states", RELIABLE)
-        self.pub_imu = self.create_publisher(Imu, "imu", RELIABLE)
-        self.pub_odom = self.create_publisher(Odometry, "odom", RELIABLE)
-        self.pub_wrench = self.create_publisher(WrenchStamped, "gripper/wrench", RELIABLE)
-        self.pub_temp = self.create_publisher(Temperature, "motor_temperature", RELIABLE)
-        self.pub_range = self.create_publisher(Range, "proximity", RELIABLE)
-        self.pub_zone = self.create_publisher(String, "zone", RELIABLE)
-        self.pub_events = self.create_publisher(String, "events", EVENTS_QOS)
-        self.pub_truth = self.create_publisher(String, "sim/truth", RELIABLE)
-        self.pub_objects = self.create_publisher(DetectedObjects, "detected_objects", RELIABLE)
-
         self.msg_clock = Clock()
         self.msg_clock.clock = self.stamp
-        names = list(joints) + (list(self.sim.wheel_states()[0]) if self.publish_wheels else [])
-        n = len(names)
-        self.msg_js = JointState()
-        self.msg_js.header.stamp = self.stamp
-        self.msg_js.name = names
-        self.msg_js.position, self.msg_js.velocity, self.msg_js.effort = (array.array("d", [0.0] * n) for _ in range(3))
-        # numpy views on the message's own buffers (the setter copies; the getter returns the buffer)
-        self._js_views = [np.frombuffer(a, dtype=np.float64)
-                          for a in (self.msg_js.position, self.msg_js.velocity, self.msg_js.effort)]
-        self._order = np.array([JOINTS.index(j) for j in joints])   # JOINTS -> published order
-        self.msg_imu = Imu()
-        self.msg_imu.header.stamp = self.stamp
-        self.msg_imu.header.frame_id = self.base_frame
-        self.msg_odom = Odometry()
-        self.msg_odom.header.stamp = self.stamp
-        self.msg_odom.header.frame_id = self.odom_frame
-        self.msg_odom.child_frame_id = self.base_frame
-        self.msg_wrench = WrenchStamped()
-        self.msg_wrench.header.stamp = self.stamp
-        self.msg_wrench.header.frame_id = "gripper"
-        self.msg_temps: List[Temperature] = []
-        for j in joints:
-            t = Temperature()
-            t.header.stamp = self.stamp
-            t.header.frame_id = j
-            self.msg_temps.append(t)
-        self.msg_range = Range()
-        self.msg_range.header.stamp = self.stamp
-        self.msg_range.header.frame_id = self.base_frame
-        self.msg_range.radiation_type = Range.INFRARED
-        self.msg_range.field_of_view = 2.0 * math.pi
-        self.msg_range.min_range = 0.0
-        self.msg_range.max_range = self.max_range
-        self.msg_zone = String()
+        self.sensors = SensorPublishers(self, self.sim, joints, self.stamp, self.base_frame, self.odom_frame,
+                                        self.max_range, self.publish_wheels)
+        self.pub_events = self.create_publisher(String, "events", EVENTS_QOS)
+        self.pub_truth = self.create_publisher(String, "sim/truth", RELIABLE)
         self.msg_event = String()
         self.msg_truth = String()
 
@@ -258,10 +215,11 @@ class SimulatorNode(Node):
         if self.wait_for_subscribers <= 0:
             return
         deadline = time.monotonic() + self.start_timeout
-        while self.pub_js.get_subscription_count() < self.wait_for_subscribers and not self.stop_event.is_set():
+        pub_js = self.sensors.pub_js
+        while pub_js.get_subscription_count() < self.wait_for_subscribers and not self.stop_event.is_set():
             if time.monotonic() > deadline:
                 self.get_logger().warning(
-                    f"starting with {self.pub_js.get_subscription_count()} joint_states subscriber(s), "
+                    f"starting with {pub_js.get_subscription_count()} joint_states subscriber(s), "
                     f"expected {self.wait_for_subscribers} within {self.start_timeout:g} s")
                 return
             time.sleep(0.05)
@@ -269,14 +227,14 @@ class SimulatorNode(Node):
 
     def _loop(self) -> None:
         self._wait_for_graph()
-        sim, lock, pacer, every = self.sim, self.lockstep, self.pacer, self._every
+        sim, lock, pacer, every, sensors = self.sim, self.lockstep, self.pacer, self._every, self.sensors
         e_clock, e_js = every["clock"], every["joint_state_hz"]
         e_imu, e_odom, e_wrench = every["imu_hz"], every["odom_hz"], every["wrench_hz"]
         e_temp, e_range, e_zone, e_truth = (every["temperature_hz"], every["proximity_hz"], every["zone_hz"],
                                             every["truth_hz"])
         self._set_stamp()
         self.pub_clock.publish(self.msg_clock)
-        self._publish_state()
+        sensors.publish_state()
         stop = self.stop_event
         last_clock_wall = last_state_wall = 0.0
         while not stop.is_set():
@@ -289,7 +247,7 @@ class SimulatorNode(Node):
                     self.pub_clock.publish(self.msg_clock)
                     if now - last_state_wall > 0.2:
                         last_state_wall = now
-                        self._publish_state()
+                        sensors.publish_state()
                 lock.event.wait(0.005)
                 lock.event.clear()
                 pacer.reset(sim.time)
@@ -309,24 +267,24 @@ class SimulatorNode(Node):
             at_boundary = lock.enabled and k >= lock.next_boundary
             js_due = e_js and k % e_js == 0
             if js_due:
-                self._publish_joint_states()      # before the clock: a tick at t sees the state at t
+                sensors.publish_joint_states()      # before the clock: a tick at t sees the state at t
             if k % e_clock == 0 or at_boundary or (js_due and self.control_lockstep_timeout > 0):
                 self.pub_clock.publish(self.msg_clock)
             if js_due and self.control_lockstep_timeout > 0:
                 self._wait_for_command(sim.time)
             if e_imu and k % e_imu == 0:
-                self._publish_imu()
+                sensors.publish_imu()
             if e_odom and k % e_odom == 0:
-                self._publish_odom()
+                sensors.publish_odom()
             if e_wrench and k % e_wrench == 0:
-                self._publish_wrench()
+                sensors.publish_wrench()
             if e_temp and k % e_temp == 0:
-                self._publish_temperatures()
+                sensors.publish_temperatures()
             if e_range and k % e_range == 0:
-                self._publish_proximity()
+                sensors.publish_proximity()
             if e_zone and k % e_zone == 0:
-                self._publish_zone()
-                self._publish_objects()
+                sensors.publish_zone()
+                sensors.publish_objects()
             if e_truth and k % e_truth == 0:
                 truth = sim.truth()
                 truth["lockstep_waits"], truth["lockstep_timeouts"] = lock.waits, lock.timeouts
@@ -341,81 +299,6 @@ class SimulatorNode(Node):
                 os.kill(os.getpid(), signal.SIGINT)   # the main thread shuts the node down cleanly
                 return
             pacer.pace(sim.time)
-
-    def _publish_state(self) -> None:
-        """Every sensor message once, at the current stamp."""
-        self._publish_joint_states()
-        self._publish_imu()
-        self._publish_odom()
-        self._publish_wrench()
-        self._publish_temperatures()
-        self._publish_proximity()
-        self._publish_zone()
-        self._publish_objects()
-
-    def _publish_wrench(self) -> None:
-        self.msg_wrench.wrench.force.z = self.sim.grip_force()
-        self.pub_wrench.publish(self.msg_wrench)
-
-    def _publish_temperatures(self) -> None:
-        temps = self.sim.temperatures()
-        for msg, j in zip(self.msg_temps, self._order):
-            msg.temperature = float(temps[j])
-            self.pub_temp.publish(msg)
-
-    def _publish_proximity(self) -> None:
-        d = self.sim.person_distance()
-        self.msg_range.range = d if d <= self.max_range else math.inf
-        self.pub_range.publish(self.msg_range)
-
-    def _publish_zone(self) -> None:
-        self.msg_zone.data = self.sim.zone()
-        self.pub_zone.publish(self.msg_zone)
-
-    def _publish_objects(self) -> None:
-        msg = DetectedObjects()
-        msg.header.stamp = self.stamp
-        msg.header.frame_id = self.base_frame
-        for name, (x, y, z), (w, qx, qy, qz) in self.sim.detected_objects():
-            pose = Pose()
-            pose.position.x, pose.position.y, pose.position.z = x, y, z
-            pose.orientation.w, pose.orientation.x, pose.orientation.y, pose.orientation.z = w, qx, qy, qz
-            msg.names.append(name)
-            msg.poses.append(pose)
-        self.pub_objects.publish(msg)
-
-    def _publish_joint_states(self) -> None:
-        sim = self.sim
-        pos, vel, eff = self._js_views
-        order = self._order
-        n = len(order)
-        pos[:n] = sim.joint_positions()[order]
-        vel[:n] = sim.joint_velocities()[order]
-        eff[:n] = sim.joint_efforts()[order]
-        if self.publish_wheels:
-            _, angle, speed, torque = sim.wheel_states()
-            pos[n], pos[n + 1] = angle
-            vel[n], vel[n + 1] = speed
-            eff[n], eff[n + 1] = torque
-        self.pub_js.publish(self.msg_js)
-
-    def _publish_imu(self) -> None:
-        acc, gyro, quat = self.sim.imu()
-        m = self.msg_imu
-        m.linear_acceleration.x, m.linear_acceleration.y, m.linear_acceleration.z = (float(v) for v in acc)
-        m.angular_velocity.x, m.angular_velocity.y, m.angular_velocity.z = (float(v) for v in gyro)
-        o = m.orientation
-        o.w, o.x, o.y, o.z = (float(v) for v in quat)
-        self.pub_imu.publish(m)
-
-    def _publish_odom(self) -> None:
-        x, y, yaw, v, w = self.sim.odom()
-        m = self.msg_odom
-        p = m.pose.pose
-        p.position.x, p.position.y = float(x), float(y)
-        p.orientation.z, p.orientation.w = math.sin(0.5 * yaw), math.cos(0.5 * yaw)
-        m.twist.twist.linear.x, m.twist.twist.angular.z = float(v), float(w)
-        self.pub_odom.publish(m)
 
     def _publish_events(self) -> None:
         for t, text in self.sim.pop_events():
