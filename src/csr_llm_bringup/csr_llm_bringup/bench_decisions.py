@@ -74,7 +74,8 @@ def scenario_result(run_dir: Path, catalogue: Any = None) -> Dict[str, Any]:
     detail = json.loads(detail_path.read_text()) if detail_path.exists() else {"decisions": [], "reactions": []}
     matched, scored = int(summary.get("decisions_matched") or 0), int(summary.get("decisions_scored") or 0)
     low, high = wilson_interval(matched, scored)
-    expectations = {r["event"]: parse_expectation(r["expect"]) for r in detail["reactions"]}
+    parsed = {r["event"]: parse_expectation(r["expect"]) for r in detail["reactions"]}
+    expectations = {event: e for event, e in parsed.items() if e is not None}   # `none` ends scoring
     chances = [chance_of_match(expectations[d["event"]], catalogue) for d in detail["decisions"]
                if d["verdict"] in ("match", "mismatch") and d["event"] in expectations]
     success = summary.get("task_success")

@@ -32,7 +32,8 @@ class RunStats:
     limit_violations: int = 0
     motor_commands: int = 0
     interrupts: int = 0
-    resumed: int = 0
+    resumed: int = 0                 # interrupts after which the interrupted task ran again
+    interrupts_cleared: int = 0      # interrupts that ended (resumed, or a new decision took over)
     slip_detected: bool = False
     slip_first_s: Optional[float] = None
     derates: int = 0
@@ -109,6 +110,8 @@ class RunStats:
             if self._depth == 0:
                 self._intent_before_interrupt = str(self.router_last.get("active_intent", ""))
                 self._waiting_resume = bool(self._intent_before_interrupt)
+        if interrupt_depth == 0 and self._depth > 0:
+            self.interrupts_cleared += 1
         if interrupt_depth == 0 and self._waiting_resume and active_intent == self._intent_before_interrupt:
             self.resumed += 1
             self._waiting_resume = False
@@ -164,6 +167,7 @@ class RunStats:
             "grip_done": int(self.router_last.get("grip_done_count", 0)),
             "interrupts": self.interrupts,
             "resumed": self.resumed,
+            "interrupts_cleared": self.interrupts_cleared,
             "slip_detected": self.slip_detected,
             "slip_first_s": None if self.slip_first_s is None else round(self.slip_first_s, 3),
             "derates": self.derates,

@@ -24,7 +24,9 @@ def test_closed_loop_scenario_grip_interrupt_resume_slip_within_limits(tmp_path)
     context = json.dumps(summary) + "\n" + output[-3000:]
     assert summary["sim_seconds"] >= 15.0, context
     assert summary["grip_done"] >= 1, context               # grip force above 15 N for the dwell: sub-task done
-    assert summary["interrupts"] >= 1 and summary["resumed"] >= 1, context
+    # the person interrupt ends: the interrupted task resumes, unless the model decided something
+    # else meanwhile (e.g. back_off for the person); resuming itself is covered by test_interrupts.py
+    assert summary["interrupts"] >= 1 and summary["interrupts_cleared"] >= 1, context
     assert summary["slip_detected"] and summary["slip_first_s"] >= 10.5, context   # on the patch, not before
     assert summary["derates"] >= 1, context                 # the motor crossed 70 C
     assert summary["limit_violations"] == 0 and summary["motor_commands"] > 1000, context
