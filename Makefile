@@ -78,11 +78,12 @@ clean-venv:
 
 # Regenerate the committed golden bag (a short sim scenario, inputs + outputs) for replay tests.
 GOLDEN_DIR := src/csr_llm_bringup/test/golden_sim
-GOLDEN_TOPICS := [joint_states, imu, odom, gripper/wrench, motor_temperature, proximity, zone, events, decision, motor_command, state_chunks, cmd_vel, csr_status, router_status]
+GOLDEN_TOPICS := [/clock, joint_states, imu, odom, gripper/wrench, motor_temperature, proximity, zone, events, detected_objects, scenario/expectations, decision, motor_command, state_chunks, cmd_vel, csr_status, router_status]
 .PHONY: golden
 golden: setup
 	$(PY) -m csr_llm_bringup.cli run --profile sim --runs-dir build/golden_runs --duration 600 \
 	  --set simulator.scenario=golden --set simulator.exit_at_end=true --set reasoning.mode=sync \
+	  --set reasoning.decide_on_request=false \
 	  --set 'recorder.topics=$(GOLDEN_TOPICS)' --set recorder.status_period=5.0
 	rm -rf $(GOLDEN_DIR) && cp -r build/golden_runs/latest/bag $(GOLDEN_DIR)
 	@du -sh $(GOLDEN_DIR)

@@ -75,6 +75,7 @@ class BagPlayer:
             self.publishers[topic] = node.create_publisher(cls, topic, RELIABLE)
         self.clock_pub = node.create_publisher(Clock, "/clock", 10)
         self._latest_decision = -math.inf
+        self._event_decisions = 0
         self._has_header: Dict[str, bool] = {}
         self._decision_event = threading.Event()
         if lockstep_period > 0:
@@ -83,11 +84,22 @@ class BagPlayer:
         self._command_stamp = -math.inf
         self._command_event = threading.Event()
         self._joint_topic = node.resolve_topic_name("joint_states")
+        self._events_topic = node.resolve_topic_name("events")
         if control_lockstep_timeout > 0:
             node.create_subscription(MotorCommand, "motor_command", self._on_command, RELIABLE)
 
     def _on_decision(self, msg: Decision) -> None:
         self._latest_decision = max(self._latest_decision, stamp_to_sec(msg.header.stamp))
+        if msg.trigger == Decision.TRIGGER_EVENT:
+            self._event_decisions += 1
+
+    def _wait_event_decisions(self, expected: int) -> float:
+        """Like the simulator: after an event, wait for its decision before the world moves on, so
+        the router starts it at the same tick in every run (up to the lockstep timeout)."""
+        start = time.monotonic()
+        while self._event_decisions < expected and time.monotonic() - start < self.lockstep_timeout:
+            time.sleep(0.002)
+        return time.monotonic() - start
         self._decision_event.set()
 
     def _on_command(self, msg: MotorCommand) -> None:
@@ -105,15 +117,24 @@ class BagPlayer:
             self.result.control_timeouts += 1
         return time.monotonic() - start
 
-    def wait_for_subscribers(self, timeout: float) -> List[str]:
-        """Topics still without a subscriber after `timeout` (the graph may not subscribe all)."""
+    def wait_for_subscribers(self, timeout: float, settle_s: float = 2.0) -> List[str]:
+        """Topics still without a subscriber after `timeout` (the graph may not subscribe all).
+
+        Once every topic has one, wait until the counts stop changing for `settle_s`: a topic
+        several nodes read (joint_states: aggregator and router) must not start before all of
+        them match, or the first samples reach some nodes only and the replay's chunk stream differs."""
         deadline = time.monotonic() + timeout
+        counts: Dict[str, int] = {}
+        stable_since = time.monotonic()
         while time.monotonic() < deadline:
-            missing = [t for t, p in self.publishers.items() if p.get_subscription_count() == 0]
-            if not missing:
+            now_counts = {t: p.get_subscription_count() for t, p in self.publishers.items()}
+            if now_counts != counts:
+                counts, stable_since = now_counts, time.monotonic()
+            missing = [t for t, n in counts.items() if n == 0]
+            if not missing and time.monotonic() - stable_since >= settle_s:
                 return []
             time.sleep(0.1)
-        return missing
+        return [t for t, n in counts.items() if n == 0]
 
     def _publish_clock(self, t: float) -> None:
         self.clock_pub.publish(Clock(clock=_time(t)))
@@ -151,6 +172,7 @@ class BagPlayer:
         paused = 0.0
         next_boundary = None
         last_clock = -math.inf
+        events_played = 0
         # Order by the messages' own stamps, a joint state before the other sensors of its time
         # (the simulator's order: a control tick at t sees the other sensors' previous samples).
         timeline = []
@@ -182,6 +204,9 @@ class BagPlayer:
             if t > last_clock:                        # after the message: a tick at t sees it
                 self._publish_clock(t)
                 last_clock = t
+            if self.lockstep_period > 0 and topic == self._events_topic:
+                events_played += 1
+                paused += self._wait_event_decisions(events_played)
             if self.control_lockstep_timeout > 0 and topic == self._joint_topic:
                 paused += self._wait_command(t)
         self.result.sim_seconds = 0.0 if t0 is None else max(0.0, last_clock - t0)

@@ -23,7 +23,7 @@ from .recorder_node import RecorderNode
 from .runner import GraphRunner
 
 INPUT_TOPICS = ["/joint_states", "/imu", "/odom", "/gripper/wrench", "/motor_temperature", "/proximity", "/zone",
-                "/events", "/vision_features"]
+                "/events", "/vision_features", "/detected_objects"]
 OUTPUT_TOPICS = ["/decision", "/motor_command", "/state_chunks", "/csr_status", "/router_status", "/cmd_vel",
                  "/arm_controller/commands", "/decision_request"]
 DEFAULT_TOLERANCES = {"arm_shoulder_pan": 2.0, "arm_shoulder_lift": 3.0, "arm_elbow": 2.0, "arm_wrist": 1.0,

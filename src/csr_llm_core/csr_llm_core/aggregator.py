@@ -59,6 +59,13 @@ class AggregatorConfig:
     sources: Dict[str, TopicSpec] = field(default_factory=lambda: dict(DEFAULT_SOURCES))
     max_event_chars: int = 300
     watermark_period: float = 0.5    # s of sample time between watermarks (0: none); match 1/decision_hz
+    # sensors read reliably (a simulator or a bag player publishing reliable: lossless, so a
+    # replay sees every sample the run saw); false for real drivers, which publish best effort
+    reliable_sensors: bool = False
+    # continuous samples of the first N watermark windows are not summarised: while a graph
+    # starts, which early samples reach which node is a discovery race, so a run and its replay
+    # agree on the chunk stream only from the first boundary on (events are always kept)
+    warmup_windows: int = 0
     # a sample stamped this far ahead of the node clock is rejected (one stamp from the future
     # would otherwise move every window and watermark past the stream's real time)
     future_tolerance_s: float = 1.0
@@ -151,11 +158,13 @@ class Aggregator:
     watermark: every chunk stamped before it has been emitted, and the order of summaries that
     share a stamp no longer depends on which topic's message arrived first (replays reproduce the
     chunk stream exactly). Watermarks carry the seq the next chunk will get and do not consume one.
-    Events are emitted at once, stamped with the newest sample time seen (not a receive clock).
+    Events are emitted at once, stamped with the start of the open window (with watermarks) or the
+    newest sample time seen (without): never a receive clock.
     """
 
     def __init__(self, specs: Sequence[TopicSpec], *, max_event_chars: int = 300, first_seq: int = 0,
-                 watermark_period: float = 0.0, future_tolerance_s: float = math.inf, max_lag_s: float = math.inf):
+                 watermark_period: float = 0.0, future_tolerance_s: float = math.inf, max_lag_s: float = math.inf,
+                 warmup_windows: int = 0):
         self.topics: Dict[str, _TopicState] = {}
         for spec in specs:
             if spec.type not in TOPIC_TYPES:
@@ -169,6 +178,7 @@ class Aggregator:
         self._next_watermark: Optional[float] = None
         self._window: List[ChunkOut] = []        # continuous summaries held until the next watermark
         self.last_sample_stamp: Optional[float] = None
+        self.warmup_left = int(warmup_windows) if self.watermark_period > 0 else 0
         self.future_tolerance_s = float(future_tolerance_s)
         self.max_lag_s = float(max_lag_s)
 
@@ -199,6 +209,8 @@ class Aggregator:
             return []
         boundary = math.floor(stamp / self.watermark_period + 1e-9) * self.watermark_period
         self._next_watermark = boundary + self.watermark_period
+        if self.warmup_left > 0:
+            self.warmup_left -= 1
         ready = sorted((c for c in self._window if c.stamp < boundary - 1e-9), key=lambda c: (c.stamp, c.source_topic))
         self._window = [c for c in self._window if c.stamp >= boundary - 1e-9]
         out = [self._emit(c) for c in ready]
@@ -212,16 +224,22 @@ class Aggregator:
             raise SampleError("empty event text")
         if len(body) > self.max_event_chars:
             body = body[: self.max_event_chars] + " [truncated]"
-        if self.last_sample_stamp is not None:
+        if self.watermark_period > 0 and self._next_watermark is not None:
+            # the start of the open window: which samples were processed before the event (a
+            # race between subscriptions) changes nothing, so replays give the same text and stamp
+            stamp = round(self._next_watermark - self.watermark_period, 9)
+        elif self.last_sample_stamp is not None:
             stamp = self.last_sample_stamp
         stamp = 0.0 if stamp is None else stamp
-        # one decimal: the newest sample time differs by a sample period between runs
+        # one decimal: without watermarks the newest sample time differs by a sample period between runs
         return self._emit(ChunkOut(-1, stamp, topic, KIND_EVENT, f"[{stamp:.1f}s] {topic}: {body}"))
 
     def on_sample(self, topic: str, sample: Mapping, stamp: float) -> Optional[ChunkOut]:
         """Record a continuous sample; returns a summary chunk when one is due and worth it
         (with watermarks, summaries come out of `watermark` instead and this returns None)."""
         state = self.topics[topic]
+        if self.warmup_left > 0:
+            return None
         if state.spec.type == "temperature":
             temperature = _finite([sample["temperature"]], "temperature")[0]
             if not TEMPERATURE_RANGE[0] <= temperature <= TEMPERATURE_RANGE[1]:

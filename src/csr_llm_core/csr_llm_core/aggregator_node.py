@@ -60,6 +60,8 @@ def declare_config(node: Node) -> AggregatorConfig:
         sources=sources,
         max_event_chars=int(node.declare_parameter("max_event_chars", defaults.max_event_chars).value),
         watermark_period=float(node.declare_parameter("watermark_period", defaults.watermark_period).value),
+        reliable_sensors=bool(node.declare_parameter("reliable_sensors", defaults.reliable_sensors).value),
+        warmup_windows=int(node.declare_parameter("warmup_windows", defaults.warmup_windows).value),
         future_tolerance_s=float(node.declare_parameter("future_tolerance_s", defaults.future_tolerance_s).value),
         max_lag_s=float(node.declare_parameter("max_lag_s", defaults.max_lag_s).value))
 
@@ -71,13 +73,15 @@ class AggregatorNode(Node):
         specs = config.specs()
         self.aggregator = Aggregator(specs, max_event_chars=config.max_event_chars,
                                      watermark_period=config.watermark_period,
-                                     future_tolerance_s=config.future_tolerance_s, max_lag_s=config.max_lag_s)
+                                     future_tolerance_s=config.future_tolerance_s, max_lag_s=config.max_lag_s,
+                                     warmup_windows=config.warmup_windows)
         self.faults = FaultLog(self.get_logger().warning, counted_in="the aggregator (not logged)")
         self._lock = threading.Lock()   # one sequence, whatever thread a callback runs on
         self.publisher = self.create_publisher(StateChunk, "state_chunks", qos.CHUNK_STREAM)
         self._sensor_subscriptions = []
         for spec in specs:
-            profile = qos.EVENTS if spec.type == "event" else qos.SENSORS
+            profile = qos.EVENTS if spec.type == "event" else \
+                qos.RELIABLE_SENSORS if config.reliable_sensors else qos.SENSORS
             callback = (lambda msg, s=spec: self._on_event(s, msg)) if spec.type == "event" else \
                 (lambda msg, s=spec: self._on_sample(s, msg))
             self._sensor_subscriptions.append(

@@ -65,6 +65,10 @@ class LlamaEngine:
         # Set by the Reasoner: the epoch of its view of the state these tokens were synced to (None:
         # never synced); while it is unchanged the view has only grown, so syncing may just append.
         self.view_epoch: Optional[int] = None
+        # tokens that end a line ("\n", "\n\n", ...): prefix text is evaluated in pieces that end
+        # at line ends, so how the KV cache was computed depends on the text alone, never on how
+        # many chunks happened to be queued at a sync (batch-size-dependent kernels change logits)
+        self.line_end_tokens = frozenset(self.tokenize_plain("\n" * k)[-1] for k in range(1, 5))
         self.llm._ctx.kv_cache_clear()
 
     # --- tokenizer -------------------------------------------------------------------------
@@ -85,21 +89,34 @@ class LlamaEngine:
             del self.tokens[n:]
 
     def extend(self, tokens: Sequence[int], *, batch: Optional[int] = None,
-               before_batch: Optional[Callable[[], None]] = None) -> None:
-        """Evaluate tokens after the current ones; `before_batch` may block to yield the CPU."""
+               before_batch: Optional[Callable[[], None]] = None, by_line: bool = False) -> None:
+        """Evaluate tokens after the current ones; `before_batch` may block to yield the CPU.
+
+        `by_line`: also end a batch after every line-end token, so the same text is always
+        evaluated in the same pieces (reproducible logits whatever was queued at the call)."""
         if not tokens:
             return
         if len(self.tokens) + len(tokens) > self.n_ctx:
             raise ContextFullError(f"{self.name}: {len(self.tokens)} + {len(tokens)} tokens exceed n_ctx={self.n_ctx}")
         step = min(batch or self.n_batch, self.n_batch)
-        tokens = list(tokens)
-        for start in range(0, len(tokens), step):
+        for piece in self._pieces(list(tokens), step, by_line):
             if before_batch is not None:
                 before_batch()
-            piece = tokens[start:start + step]
             self.llm._batch.set_batch(batch=piece, n_past=len(self.tokens), logits_all=False)
             self.llm._ctx.decode(self.llm._batch)
             self.tokens.extend(piece)
+
+    def _pieces(self, tokens: List[int], step: int, by_line: bool) -> List[List[int]]:
+        pieces: List[List[int]] = []
+        current: List[int] = []
+        for token in tokens:
+            current.append(token)
+            if len(current) == step or (by_line and token in self.line_end_tokens):
+                pieces.append(current)
+                current = []
+        if current:
+            pieces.append(current)
+        return pieces
 
     def sync(self, target: Sequence[int], **extend_args) -> int:
         """Make the cache hold exactly `target`; returns how many tokens had to be evaluated."""

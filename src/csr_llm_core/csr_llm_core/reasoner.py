@@ -139,11 +139,11 @@ class Reasoner:
             logits = []
             for stand_in in CONTENT_FREE_EVENTS:
                 state = self.primary.tokenize_plain(chunk_line(stand_in)) if stand_in else []
-                self.primary.sync(head + neutral + state)
+                self.primary.sync(head + neutral + state, by_line=True)
                 events = [stand_in] if stand_in else []
                 logits.append(self.primary.logits_after(self._suffix_tokens(running, 0, events)))
             priors[running] = self.grammar.calibrate(logits, context=running)
-        self.primary.sync(head)
+        self.primary.sync(head, by_line=True)
         self.log.info("intent calibration, content-free first-token probabilities with nothing running: %s",
                       ", ".join(f"{name}={p:.3f}" for name, p in priors[""].items()))
         return priors
@@ -223,7 +223,7 @@ class Reasoner:
         engine = self.secondary
         assert engine is not None, "reconciliation runs only in ASR mode, which has a secondary"
         try:
-            engine.sync(target, batch=self.config.rebuild_batch, before_batch=self._yield_to_primary)
+            engine.sync(target, batch=self.config.rebuild_batch, before_batch=self._yield_to_primary, by_line=True)
             view = list(target)
             while True:
                 with self._lock:
@@ -234,7 +234,8 @@ class Reasoner:
                     if len(pending_tokens) <= self.config.n_catchup:
                         self._ready = (view + pending_tokens, version, last_seq)
                         return
-                engine.extend(pending_tokens, batch=self.config.rebuild_batch, before_batch=self._yield_to_primary)
+                engine.extend(pending_tokens, batch=self.config.rebuild_batch, before_batch=self._yield_to_primary,
+                              by_line=True)
                 view.extend(pending_tokens)
         except _Stopped:
             return
@@ -287,9 +288,9 @@ class Reasoner:
         engine = self.primary
         known = len(engine.tokens)
         if engine.view_epoch == epoch and known <= target_len:
-            engine.extend(view[known:target_len])   # fast path: the view only grew since the last sync
+            engine.extend(view[known:target_len], by_line=True)   # fast path: the view only grew since the last sync
         else:
-            engine.sync(view[:target_len])
+            engine.sync(view[:target_len], by_line=True)
             engine.view_epoch = epoch
 
     def _resolve_overflow(self) -> Tuple[List[int], int, int]:

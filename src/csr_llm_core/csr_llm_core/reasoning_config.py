@@ -13,6 +13,7 @@ from .paths import expand_path
 from .reasoner import ReasonerConfig
 
 DECISION_TRIGGERS = ("clock", "chunks")
+RUNNING_SOURCES = ("router_status", "decisions")
 
 
 @dataclass
@@ -29,11 +30,17 @@ class ReasoningNodeConfig:
     decision_hz: float = 2.0         # periodic decisions; event chunks decide at once
     decision_trigger: str = "clock"  # clock: node clock; chunks: the chunk stream's stamps (replay)
     decide_on_request: bool = True   # answer decision_request (the router after a level-1 miss)
+    # what the suffix calls the running task: router_status (what the router reports running) or
+    # decisions (this node's own last decision: a function of the chunk stream alone, so replays
+    # and lockstepped runs decide the same; router_status arrives at a timing-dependent point)
+    running_source: str = "router_status"
     status_hz: float = 2.0
 
     def validated(self) -> "ReasoningNodeConfig":
         if self.decision_trigger not in DECISION_TRIGGERS:
             raise ValueError(f"decision_trigger must be one of {DECISION_TRIGGERS}, got {self.decision_trigger!r}")
+        if self.running_source not in RUNNING_SOURCES:
+            raise ValueError(f"running_source must be one of {RUNNING_SOURCES}, got {self.running_source!r}")
         if self.reasoner.mode not in ("asr", "sync"):
             raise ValueError(f"mode must be 'asr' or 'sync', got {self.reasoner.mode!r}")
         if self.status_hz <= 0 or self.decision_hz < 0:

@@ -53,6 +53,7 @@ class ReasoningNode(Node):
         self.trigger_mode = cfg.decision_trigger
         self.decide_on_request = cfg.decide_on_request
         self.status_hz = cfg.status_hz
+        self.running_from_decisions = cfg.running_source == "decisions"
         try:
             catalogue = IntentCatalogue.from_file(intents_file)
             template = PromptTemplate.from_file(prompt_file)
@@ -108,8 +109,9 @@ class ReasoningNode(Node):
             self._wake.notify()
 
     def _on_router_status(self, msg: RouterStatus) -> None:
-        self.running_intent = msg.active_intent
-        self.interrupt_depth = int(msg.interrupt_depth)
+        if not self.running_from_decisions:
+            self.running_intent = msg.active_intent
+            self.interrupt_depth = int(msg.interrupt_depth)
 
     # --- decision thread -------------------------------------------------------------------
     def _now(self) -> float:
@@ -188,6 +190,8 @@ class ReasoningNode(Node):
 
     def _decide(self, trigger: int, stamp: Optional[float] = None) -> None:
         decision = self.reasoner.decide(running=self.running_intent, interrupts=self.interrupt_depth)
+        if self.running_from_decisions:
+            self.running_intent = decision.result.decision.intent
         result = decision.result
         msg = Decision(decision_id=self.decision_id, intent=result.decision.intent,
                        arguments=dict_to_arguments(result.decision.arguments), trigger=trigger,

@@ -32,6 +32,13 @@ class Lockstep:
     def enabled(self) -> bool:
         return self.period_steps > 0
 
+    def announces(self, steps: int) -> bool:
+        """Whether world events may be announced at this step: always without lockstep; with it,
+        only mid-period (between two decision boundaries). An event announced near a boundary
+        races the sensor stream into one window or the next, so the chunk stream (and every
+        decision after it) would differ between a run and its replay."""
+        return self.period_steps <= 0 or steps % self.period_steps == self.period_steps // 2
+
     def boundary_time(self) -> float:
         return self.next_boundary * self.dt
 

@@ -14,7 +14,9 @@ and preallocated messages are in sensor_publishers.py.
 The physics runs in its own thread (not a timer): step, publish what is due, pace to
 ``real_time_factor`` (0 = as fast as possible); with ``lockstep_decision_period`` > 0 it stops at
 each period boundary until a decision stamped at or after the boundary arrives (or
-``lockstep_timeout`` wall seconds pass). The node never uses its own ROS clock (it is the clock).
+``lockstep_timeout`` wall seconds pass), and it announces scenario events on `events` only
+mid-period (a fired event waits up to one period), so a run and its replay see the same chunk
+stream. The node never uses its own ROS clock (it is the clock).
 """
 from __future__ import annotations
 
@@ -99,6 +101,7 @@ class SimulatorNode(Node):
         self._command_stamp = -1.0
         self._command_event = threading.Event()
         self.control_waits = self.control_timeouts = 0
+        self._events_announced = self._event_decisions = 0
 
         if sorted(joints) != sorted(JOINTS):
             raise ValueError(f"the robot description must list the simulated joints {JOINTS} (any order), "
@@ -196,6 +199,18 @@ class SimulatorNode(Node):
 
     def _on_decision(self, msg: Decision) -> None:
         self.lockstep.on_decision(stamp_to_sec(msg.header.stamp))
+        if msg.trigger == Decision.TRIGGER_EVENT:
+            self._event_decisions += 1
+            self.lockstep.event.set()
+
+    def _wait_event_decisions(self) -> None:
+        """In lockstep, an announced event's decision arrives before the world moves on, so the
+        router starts it at the same tick in every run (and in the replay, which waits alike)."""
+        deadline = time.monotonic() + self.lockstep.timeout
+        while self._event_decisions < self._events_announced and not self.stop_event.is_set() \
+                and time.monotonic() < deadline:
+            self.lockstep.event.wait(0.005)
+            self.lockstep.event.clear()
 
     # ------------------------------------------------------------------ physics thread
     def _set_stamp(self) -> None:
@@ -290,11 +305,15 @@ class SimulatorNode(Node):
                 truth["lockstep_waits"], truth["lockstep_timeouts"] = lock.waits, lock.timeouts
                 self.msg_truth.data = json.dumps(truth)
                 self.pub_truth.publish(self.msg_truth)
-            if sim.events:
+            if sim.events and lock.announces(k):
                 self._publish_events()
+                if lock.enabled:
+                    self._wait_event_decisions()
+                    pacer.reset(sim.time)
             if self._expectation_feed is not None:
                 self._publish_expectations()
             if self.exit_at_end and sim.scenario is not None and sim.time >= sim.scenario.duration:
+                self._publish_events()                # whatever is still held for the next announcement
                 self.get_logger().info(f"scenario {sim.scenario.name!r} finished at t={sim.time:.2f} s: exiting")
                 os.kill(os.getpid(), signal.SIGINT)   # the main thread shuts the node down cleanly
                 return
@@ -302,6 +321,7 @@ class SimulatorNode(Node):
 
     def _publish_events(self) -> None:
         for t, text in self.sim.pop_events():
+            self._events_announced += 1
             self.msg_event.data = text
             self.pub_events.publish(self.msg_event)
             self.get_logger().info(f"[t={t:.2f}] event: {text}")

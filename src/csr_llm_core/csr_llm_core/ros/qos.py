@@ -17,6 +17,8 @@ def best_effort(depth: int) -> QoSProfile:
 COMMANDS = reliable(10)
 # Sensor streams of real drivers (best effort, depth 5): what the aggregator and router accept.
 SENSORS = qos_profile_sensor_data
+# Sensors from a simulator or a bag player (reliable publishers): lossless, deep enough for a burst.
+RELIABLE_SENSORS = reliable(200)
 # A controller works on the latest joint state only, never through a backlog.
 LATEST = best_effort(1)
 # rclpy's TimeSource subscribes /clock best effort, depth 1.
