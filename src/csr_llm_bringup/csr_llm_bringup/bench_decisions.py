@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from .decision_score import chance_of_match, parse_expectation, wilson_interval
+from .decision_score import chance_of_match, parse_expectation, percentile, round_or_none, wilson_interval
 from .paths import config_dir
 
 STARTUP_WALL_S = 90.0       # wall allowance on top of the scenario for model load and discovery
@@ -116,12 +115,12 @@ def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
     low, high = wilson_interval(matched, scored)
     return {
         "decision_accuracy": round(matched / scored, 4) if scored else None,
-        "reaction_p50_s": _round(_percentile(reactions, 50.0), 3),
-        "reaction_max_s": _round(max(reactions) if reactions else None, 3),
+        "reaction_p50_s": round_or_none(percentile(reactions, 50.0), 3),
+        "reaction_max_s": round_or_none(max(reactions) if reactions else None, 3),
         "task_success_rate": round(sum(successes) / len(successes), 4) if successes else None,
         "intents": dict(sorted(intents.items(), key=lambda kv: -kv[1])),
-        "ttft_p50_ms": _round(_percentile(ttfts, 50.0), 1),
-        "ttft_p99_ms": _round(_percentile(ttfts, 99.0), 1),
+        "ttft_p50_ms": round_or_none(percentile(ttfts, 50.0), 1),
+        "ttft_p99_ms": round_or_none(percentile(ttfts, 99.0), 1),
         "decisions_scored": scored,
         "decisions_matched": matched,
         "accuracy_ci95": [round(low, 4), round(high, 4)],
@@ -189,20 +188,6 @@ def plot(bench: Dict[str, Any], path: Path, n_intents: Optional[int] = None) -> 
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
-
-
-def _percentile(values: Sequence[float], q: float) -> Optional[float]:
-    if not values:
-        return None
-    s = sorted(values)
-    pos = (len(s) - 1) * q / 100.0
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def _round(value: Optional[float], digits: int) -> Optional[float]:
-    return None if value is None else round(float(value), digits)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -252,7 +252,7 @@ class DecisionScore:
 
     @property
     def reaction_p50_s(self) -> Optional[float]:
-        return _percentile([r.reaction_s for r in self.reactions], 50.0)
+        return percentile([r.reaction_s for r in self.reactions], 50.0)
 
     @property
     def reaction_max_s(self) -> Optional[float]:
@@ -275,15 +275,15 @@ class DecisionScore:
 
     def summary(self) -> Dict[str, Any]:
         return {
-            "decision_accuracy": _round(self.accuracy, 4),
+            "decision_accuracy": round_or_none(self.accuracy, 4),
             "decisions_scored": self.scored,
             "decisions_matched": self.count(MATCH),
             "decisions_unscored": self.count(UNSCORED),
-            "reaction_p50_s": _round(self.reaction_p50_s, 3),
-            "reaction_max_s": _round(self.reaction_max_s, 3),
+            "reaction_p50_s": round_or_none(self.reaction_p50_s, 3),
+            "reaction_max_s": round_or_none(self.reaction_max_s, 3),
             "reactions_unmatched": self.unmatched,
             "task_success": self.task_success,
-            "goals": {k: _round(v, 3) for k, v in self.goals.items()},
+            "goals": {k: round_or_none(v, 3) for k, v in self.goals.items()},
         }
 
 
@@ -357,7 +357,7 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> Tuple[float
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _percentile(values: Sequence[float], q: float) -> Optional[float]:
+def percentile(values: Sequence[float], q: float) -> Optional[float]:
     """Linear-interpolation percentile (numpy's default), None for no values."""
     if not values:
         return None
@@ -368,7 +368,7 @@ def _percentile(values: Sequence[float], q: float) -> Optional[float]:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def _round(value: Optional[float], digits: int) -> Optional[float]:
+def round_or_none(value: Optional[float], digits: int) -> Optional[float]:
     return None if value is None else round(float(value), digits)
 
 
