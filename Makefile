@@ -83,7 +83,7 @@ GOLDEN_TOPICS := [/clock, joint_states, imu, odom, gripper/wrench, motor_tempera
 golden: setup
 	$(PY) -m csr_llm_bringup.cli run --profile sim --runs-dir build/golden_runs --duration 600 \
 	  --set simulator.scenario=golden --set simulator.exit_at_end=true --set reasoning.mode=sync \
-	  --set reasoning.decide_on_request=false \
+	  --set reasoning.decide_on_request=false --set reasoning.running_source=decisions \
 	  --set 'recorder.topics=$(GOLDEN_TOPICS)' --set recorder.status_period=5.0
 	rm -rf $(GOLDEN_DIR) && cp -r build/golden_runs/latest/bag $(GOLDEN_DIR)
 	@du -sh $(GOLDEN_DIR)
