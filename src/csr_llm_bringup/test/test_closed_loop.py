@@ -14,7 +14,9 @@ def test_closed_loop_scenario_grip_interrupt_resume_slip_within_limits(tmp_path)
     result = subprocess.run(
         [sys.executable, "-m", "csr_llm_bringup.cli", "run", "--profile", "sim", "--runs-dir", str(runs),
          "--duration", "400", "--set", "simulator.scenario=closed_loop", "--set", "simulator.exit_at_end=true",
-         "--set", "recorder.status_period=5.0"],
+         "--set", "recorder.status_period=5.0",
+         # reproducible decisions (as in replay): the physical checks below need the same run every time
+         "--set", "reasoning.running_source=decisions"],
         capture_output=True, text=True, timeout=480)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-5000:]
