@@ -76,7 +76,7 @@ run: setup
 clean-venv:
 	rm -rf $(VENV) build/msgs build/msgs.log
 
-# Regenerate the committed golden bag (a short sim scenario, inputs + outputs) for replay tests.
+# Record the golden bag (18 s sim scenario, inputs + outputs; ~6.6 MB, not tracked) for replay tests.
 GOLDEN_DIR := src/csr_llm_bringup/test/golden_sim
 GOLDEN_TOPICS := [/clock, joint_states, imu, odom, gripper/wrench, motor_temperature, proximity, zone, events, detected_objects, scenario/expectations, decision, motor_command, state_chunks, cmd_vel, csr_status, router_status]
 .PHONY: golden
