@@ -167,7 +167,7 @@ class Scenario:
                 world.drive(float(d["speed"]), to_x=None if d.get("to_x") is None else float(d["to_x"]),
                             duration=None if d.get("duration") is None else float(d["duration"]),
                             wz=float(d.get("wz", 0.0)), timeout=float(d.get("timeout", 20.0)),
-                            heading=float(d.get("heading", 0.0)))
+                            heading=float(d.get("heading", 0.0)), brake=float(d.get("brake", 0.0)))
         except (ValueError, KeyError, TypeError) as exc:  # a bad action must not stop the simulation
             self.errors.append(f"event {ev.id}: {exc}")
         return said

@@ -25,8 +25,9 @@ driving (bool), temperature_above / temperature_below ({joint: name, value: C}),
 Actions (any combination, applied in this order): say (text published on `events`), person
 ({approach: m, speed} | {leave: true, speed} | {to: [x, y], speed}), object ({name, in_reach: pose
 name or {joint: rad}} | {name, position: [x, y, z], yaw} | {remove: true}), heat ({joint, rate: C/s,
-duration: s} and/or {joint, add: C}), drive ({speed, to_x, heading, timeout} | {speed, duration}:
-an operator takeover of the base that overrides cmd_vel until done; kept for tests, the suite's
+duration: s} and/or {joint, add: C}), drive ({speed, to_x, heading, timeout} | {speed, duration},
+optional brake: s of wheels held at zero afterwards): an operator takeover of the base that
+overrides cmd_vel until done; kept for tests, the suite's
 task scenarios leave driving to the decisions).
 
 Decision expectations (scored by csr_llm_bringup/decision_score.py)::
@@ -212,7 +213,7 @@ def parse_event(i: int, raw: dict, catalogue=None) -> Event:
         d = raw["drive"]
         if not isinstance(d, dict) or "speed" not in d or not ({"to_x", "duration"} & set(d)):
             raise ScenarioError(f"{where}.drive: expected {{speed, to_x}} or {{speed, duration}}")
-        for k in ("speed", "to_x", "duration", "timeout", "heading", "wz"):
+        for k in ("speed", "to_x", "duration", "timeout", "heading", "wz", "brake"):
             if k in d:
                 finite_number(d[k], f"{where}.drive.{k}")
         ev.drive = dict(d)

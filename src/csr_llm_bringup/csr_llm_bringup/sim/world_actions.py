@@ -161,16 +161,28 @@ class WorldActions:
             self.thermal.add_boost(j, rate, duration, self.time)
 
     def drive(self, speed: float, to_x: Optional[float] = None, duration: Optional[float] = None,
-              wz: float = 0.0, timeout: float = 20.0, heading: float = 0.0) -> None:
+              wz: float = 0.0, timeout: float = 20.0, heading: float = 0.0, brake: float = 0.0) -> None:
         """Scripted base motion (operator/teleop takeover): overrides cmd_vel until the base reaches
-        x = to_x (driving forward or backward along `heading`), or for `duration` seconds."""
+        x = to_x (driving forward or backward along `heading`), or for `duration` seconds. With
+        `brake` > 0 the operator then holds the wheels at zero for that long before handing the base
+        back, so what the base does meanwhile (e.g. sliding on) does not depend on the decisions."""
         self._drive = {"speed": abs(float(speed)), "to_x": to_x, "until": self.time + float(duration or timeout),
-                       "wz": float(wz), "vx": 0.0, "heading": float(heading), "timeout": self.time + float(timeout)}
+                       "wz": float(wz), "vx": 0.0, "heading": float(heading), "timeout": self.time + float(timeout),
+                       "brake": max(0.0, float(brake))}
         self._update_drive()
 
     @property
     def driving(self) -> bool:
         return self._drive is not None
+
+    def _end_drive(self, now: float) -> None:
+        """The drive is done: hand the base back, or first hold the wheels still for `brake` s."""
+        brake = self._drive["brake"] if self._drive is not None else 0.0
+        if brake <= 0.0:
+            self._drive = None
+            return
+        self._drive = {"speed": 0.0, "to_x": None, "until": now + brake, "timeout": now + brake,
+                       "wz": 0.0, "vx": 0.0, "heading": 0.0, "brake": 0.0}
 
     def _update_drive(self) -> None:
         dr = self._drive
@@ -178,7 +190,7 @@ class WorldActions:
             return
         now = self.time
         if now >= dr["until"] or now >= dr["timeout"]:
-            self._drive = None
+            self._end_drive(now)
             return
         if dr["to_x"] is None:
             dr["vx"] = dr["speed"]
@@ -186,7 +198,7 @@ class WorldActions:
         x, _, yaw = self.base_pose()
         err = float(dr["to_x"]) - x
         if abs(err) < 0.01:
-            self._drive = None
+            self._end_drive(now)
             return
         direction = 1.0 if err * math.cos(dr["heading"]) > 0 else -1.0
         dr["vx"] = direction * min(dr["speed"], 1.5 * abs(err) + 0.05)
