@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from .graph import load_profile
-from .runner import STOP_GRACE_S
+from .runner import RESTART_DELAY_S, STOP_GRACE_S
 
 
 def _as_bool(value: Any) -> bool:
@@ -31,14 +31,15 @@ def node_actions_kwargs(profile: str, params_file: str = "", namespace: str = ""
                   "namespace": (namespace or spec.namespace).strip("/"),
                   "parameters": [parameters] + ([params_file] if params_file else []),
                   "remappings": list(spec.remappings), "output": "screen", "lifecycle": spec.lifecycle,
-                  "ends_run": spec.ends_run,
+                  "ends_run": spec.ends_run, "respawn": spec.restart, "respawn_delay": RESTART_DELAY_S,
                   # launch's default (5 s) SIGTERMs a node still writing its report or saving state
                   "sigterm_timeout": str(STOP_GRACE_S), "sigkill_timeout": "5.0"}
         out.append(kwargs)
     return out
 
 
-def exit_reason(name: str, returncode: Optional[int], ends_run: bool, shutting_down: bool) -> Optional[str]:
+def exit_reason(name: str, returncode: Optional[int], ends_run: bool, shutting_down: bool,
+                respawn: bool = False) -> Optional[str]:
     """Why a node's exit ends the launch, or None when it must not emit a Shutdown.
 
     Once the launch is shutting down (Ctrl-C, another node's Shutdown) a second Shutdown makes
@@ -46,7 +47,7 @@ def exit_reason(name: str, returncode: Optional[int], ends_run: bool, shutting_d
     otherwise any node that exits ends the graph (as the runner does): an `ends_run` node that
     finished cleanly is the normal end, anything else is a crash that must not go unnoticed.
     """
-    if shutting_down:
+    if shutting_down or (respawn and returncode != 0):   # launch_ros respawns a crashed `restart` node
         return None
     if ends_run and returncode == 0:
         return f"{name} finished"
@@ -99,8 +100,9 @@ def generate_launch_description(profile: str):
             cls = LifecycleNode if node_kwargs.pop("lifecycle") else Node
             ends_run = node_kwargs.pop("ends_run")
 
-            def on_exit(event, exit_context, name=node_kwargs["name"], ends_run=ends_run):
-                reason = exit_reason(name, event.returncode, ends_run, exit_context.is_shutdown)
+            def on_exit(event, exit_context, name=node_kwargs["name"], ends_run=ends_run,
+                        respawn=node_kwargs["respawn"]):
+                reason = exit_reason(name, event.returncode, ends_run, exit_context.is_shutdown, respawn)
                 return [Shutdown(reason=reason)] if reason else []
             node_kwargs["on_exit"] = on_exit
             node = cls(**node_kwargs)

@@ -87,6 +87,7 @@ def test_launch_and_runner_derive_the_same_nodes_parameters_and_remaps(fake_laun
         if spec.lifecycle and runner_params.get("autostart"):
             runner_params["autostart"] = False             # under launch, launch brings it up (below)
         assert (kwargs["package"], kwargs["executable"]) == (spec.package, spec.executable)
+        assert kwargs["respawn"] == spec.restart                      # `restart` nodes respawn under launch
         assert ("__node", kwargs["name"]) in remaps
         node_remaps = [r for r in remaps if not r[0].startswith("__")]
         assert node_remaps == list(kwargs["remappings"])
