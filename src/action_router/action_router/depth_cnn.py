@@ -88,9 +88,10 @@ def _conv_relu_pool(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     c, h, wd = x.shape
     padded = np.pad(x, ((0, 0), (1, 1), (1, 1)), mode="edge")
     patches = sliding_window_view(padded, (3, 3), axis=(1, 2))          # C, H, W, 3, 3
-    y = np.einsum("chwij,fcij->fhw", patches, w, optimize=True)
+    cols = np.ascontiguousarray(patches.transpose(1, 2, 0, 3, 4)).reshape(h * wd, c * 9)   # im2col
+    y = cols @ w.reshape(w.shape[0], c * 9).T                            # (H W, F): one BLAS call
     np.maximum(y, 0.0, out=y)
-    return y.reshape(y.shape[0], h // 2, 2, wd // 2, 2).mean(axis=(2, 4))
+    return y.reshape(h // 2, 2, wd // 2, 2, -1).mean(axis=(1, 3)).transpose(2, 0, 1)
 
 
 class DepthFeatureExtractor:

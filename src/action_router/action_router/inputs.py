@@ -44,6 +44,7 @@ FAULT_TEXT = {
     "proximity_invalid": "proximity range NaN rejected",
     "vision_invalid": "vision_features with NaN/inf values rejected",
     "vision_length": "vision_features length differs from the first message: rejected",
+    "depth_image": "depth image with an unknown encoding or inconsistent size",
     "zone_unknown": "zone without a configured threshold rejected",
     "objects_invalid": "detected_objects with mismatched lengths, empty names or NaN/inf poses rejected",
     "objects_frame": "detected_objects in a frame other than the base or odometry frame rejected",

@@ -7,7 +7,7 @@ The router node maps each onto its message in one function (``router_node.motor_
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Any, Tuple
 
 import numpy as np
 
@@ -70,3 +70,21 @@ class RouterStatusSnapshot:
     slip_detected: bool
     slip_events: int
     odom_weight: float
+
+
+def status_snapshot(router: Any) -> RouterStatusSnapshot:
+    """The router's status now (``Router.status``)."""
+    c = router.command
+    weight = float(getattr(router.encoder, "last_slip_weight", 1.0))
+    return RouterStatusSnapshot(
+        active_intent=c.intent, active_sub_task=c.sub_task, zone=router.zone,
+        match_similarity=float(router.level1.similarity), match_threshold=float(router.threshold),
+        l1_hit=bool(router.level1.hit), l2_hit=c.l2_hit, l3_clamped=c.l3_clamped,
+        l1_us=c.l1_us, l2_us=c.l2_us, l3_us=c.l3_us,
+        task_hit_rate=router.level1.task_layer.hit_rate, behaviour_hit_rate=router.level2.behaviour.hit_rate,
+        execution_hit_rate=router.execution.hit_rate, interrupt_depth=router.stack.depth,
+        execution_state=c.execution_state, unknown_scene_count=router.level1.unknown_scene_count,
+        grip_done_count=router.grip_done_count, derate_count=router.derate_count,
+        confidence_flips=router.confidence.flips, failsafe_count=router.failsafe_count,
+        input_faults=router.faults.total, slip_detected=weight < 1.0, slip_events=router.key_step.slip_events,
+        odom_weight=weight)

@@ -93,6 +93,9 @@ DEFAULTS: Dict[str, Any] = {
     "task_store": "",                    # SQLite file shared by routers ("" = this router only)
     "task_store_poll_s": 0.5,
     "task_isolation": True,              # false: robots sharing the store use each other's entries
+    "vision_source": "camera",           # router node: camera (depth image -> CNN) | features | none
+    "camera_topic": "camera/depth/image_raw",
+    "depth_cnn_weights_file": "",        # "" = action_router/data/depth_cnn_v1.npz
     "learn_below": 0.95,
     "miss_confirmations": 3,
     "confirm_window_s": 30.0,

@@ -43,7 +43,7 @@ from .level1 import NO_MATCH, Level1, Level1Result, UnknownScene
 from .level2 import Level2
 from .level3 import EXEC_DERATED, EXEC_FAILSAFE, EXEC_NOMINAL, EXEC_STOPPED, Level3  # noqa: F401 - re-exported
 from .monitors import ConfidenceMonitor, GripMonitor, TemperatureMonitor
-from .outputs import Command, RouterStatusSnapshot, frozen_copy
+from .outputs import Command, RouterStatusSnapshot, frozen_copy, status_snapshot
 from .params import RouterConfig, make_config
 from .scene import SceneFrames
 from .subtask import SubTask, check_progress
@@ -295,6 +295,11 @@ class Router:
             if top is not None:
                 top.base_travel += abs(self.level3.base_vx) * dt
 
+    def close(self) -> None:
+        """Write what the shared task store still holds queued and stop its thread."""
+        if self.store is not None:
+            self.store.close()
+
     def zero_output(self) -> None:
         """Zero effort was sent to the actuators outside the tick (router deactivated)."""
         self.level3.zero_output()
@@ -456,17 +461,4 @@ class Router:
 
     # ------------------------------------------------------------------ status
     def status(self) -> RouterStatusSnapshot:
-        c = self.command
-        weight = float(getattr(self.encoder, "last_slip_weight", 1.0))
-        return RouterStatusSnapshot(
-            active_intent=c.intent, active_sub_task=c.sub_task, zone=self.zone,
-            match_similarity=float(self.level1.similarity), match_threshold=float(self.threshold),
-            l1_hit=bool(self.level1.hit), l2_hit=c.l2_hit, l3_clamped=c.l3_clamped,
-            l1_us=c.l1_us, l2_us=c.l2_us, l3_us=c.l3_us,
-            task_hit_rate=self.level1.task_layer.hit_rate, behaviour_hit_rate=self.level2.behaviour.hit_rate,
-            execution_hit_rate=self.execution.hit_rate, interrupt_depth=self.stack.depth,
-            execution_state=c.execution_state, unknown_scene_count=self.level1.unknown_scene_count,
-            grip_done_count=self.grip_done_count, derate_count=self.derate_count,
-            confidence_flips=self.confidence.flips, failsafe_count=self.failsafe_count,
-            input_faults=self.faults.total, slip_detected=weight < 1.0, slip_events=self.key_step.slip_events,
-            odom_weight=weight)
+        return status_snapshot(self)

@@ -5,11 +5,12 @@ Scene kinds (what level 1 tells apart; ``KNOWN`` kinds have a sub-task variant e
 
     door_lever, door_knob     the robot at the door (start pose +- 5 cm, +- 3.5 deg), lever or knob
     shelf_high, shelf_low     at the warehouse shelf, the box in reach of reach_shelf / reach_shelf_low,
-                              then the base moved +- 5 cm, +- 3.5 deg (object positions vary)
+                              then the base moved +- 2.5 cm, +- 1.7 deg (object positions vary within
+                              the reach targets' 5 cm tolerance: farther, pick_object is refused)
     path_clear, path_crate    anywhere in the world facing either way, with nothing / a crate
                               0.8-1.3 m ahead (+- 0.2 m aside, any yaw)
     door_plain                (unknown) a door without a handle
-    shelf_crate               (unknown) the high-shelf scene with a crate in front of the shelf
+    door_open                 (unknown) the door already swung open (nothing to grip)
 
 Every depth image gets Gaussian depth noise (``noise`` m, 1 cm by default: a lighting-free RGB-D
 sensor's error at 1 m) and 1 % dropped pixels (no return).
@@ -39,7 +40,7 @@ from .depth_camera import CameraSpec
 from .simulator import Simulator
 
 KNOWN = ("door_lever", "door_knob", "shelf_high", "shelf_low", "path_clear", "path_crate")
-UNKNOWN = ("door_plain", "shelf_crate")
+UNKNOWN = ("door_plain", "door_open")
 PROTOTYPES_PER_KIND = {"path_clear": 6, "path_crate": 4}   # k-means centres; other kinds: 1 (the mean)
 
 
@@ -52,40 +53,42 @@ class SceneMaker:
         self.dropout = float(dropout)
         self.camera = camera or CameraSpec()
         self._sims: Dict[str, Simulator] = {}
+        self.last_handle = "lever"   # the simulator of the last scene (its handle type)
         self.view = ""            # sub-kind of the last scene (path kinds: heading and side of the door)
         self.kinds: Dict[str, Callable[[], Simulator]] = {
             "door_lever": lambda: self._door("lever"), "door_knob": lambda: self._door("knob"),
             "door_plain": lambda: self._door("none"), "shelf_high": lambda: self._shelf("reach_shelf"),
-            "shelf_low": lambda: self._shelf("reach_shelf_low"), "shelf_crate": lambda: self._shelf("reach_shelf", True),
+            "shelf_low": lambda: self._shelf("reach_shelf_low"), "door_open": lambda: self._door("lever", 1.2),
             "path_clear": lambda: self._path(False), "path_crate": lambda: self._path(True)}
 
     def sim(self, handle: str = "lever") -> Simulator:
+        self.last_handle = handle
         if handle not in self._sims:
             self._sims[handle] = Simulator(world={"handle": handle}, camera=self.camera)
         return self._sims[handle]
 
-    def _reset(self, sim: Simulator) -> None:
+    def _reset(self, sim: Simulator, door: float = 0.0) -> None:
         sim.remove_object()
         sim.remove_crate()
+        sim.data.qpos[sim._door_q] = door
 
-    def _jitter(self, x: float, y: float, yaw: float) -> Tuple[float, float, float]:
+    def _jitter(self, x: float, y: float, yaw: float, scale: float = 1.0) -> Tuple[float, float, float]:
         r = self.rng
-        return x + r.uniform(-0.05, 0.05), y + r.uniform(-0.05, 0.05), yaw + r.uniform(-0.06, 0.06)
+        return (x + scale * r.uniform(-0.05, 0.05), y + scale * r.uniform(-0.05, 0.05),
+                yaw + scale * r.uniform(-0.06, 0.06))
 
-    def _door(self, handle: str) -> Simulator:
+    def _door(self, handle: str, angle: float = 0.0) -> Simulator:
         sim = self.sim(handle)
-        self._reset(sim)
+        self._reset(sim, angle)
         sim.set_base_pose(*self._jitter(0.0, 0.0, 0.0))
         return sim
 
-    def _shelf(self, pose: str, crate: bool = False) -> Simulator:
+    def _shelf(self, pose: str) -> Simulator:
         sim = self.sim()
         self._reset(sim)
         sim.set_base_pose(2.4, 0.0, 0.0)
         sim.place_object("box", in_reach=pose)
-        sim.set_base_pose(*self._jitter(2.4, 0.0, 0.0))
-        if crate:
-            sim.place_crate(2.4 + self.rng.uniform(0.45, 0.6), self.rng.uniform(-0.3, 0.0), self.rng.uniform(0, 1.5))
+        sim.set_base_pose(*self._jitter(2.4, 0.0, 0.0, 0.5))
         return sim
 
     def _path(self, crate: bool) -> Simulator:
