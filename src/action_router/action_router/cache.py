@@ -107,6 +107,10 @@ class TaskLayer:
             qn = float(np.linalg.norm(q))
             np.matmul(self.keys[:n][:, sel], q, out=sims)
             sims /= np.maximum(self._norms[dims][:n] * qn, 1e-12)
+            if dims == "run":     # (1 - s^2) cos + s^2: the whole key's cosine when vision is zero
+                id_sq = float(key[CONTENT_DIM:] @ key[CONTENT_DIM:])
+                sims *= 1.0 - id_sq
+                sims += id_sq
         else:
             np.matmul(self.keys[:n], key, out=sims)
         # exact robot isolation: the ID block must be identical

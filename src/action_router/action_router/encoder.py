@@ -66,9 +66,10 @@ BLOCKS = {
 CONTENT_DIM = 56
 GRAVITY = 9.80665
 # dims a match compares: the scene lookup (intent as the constant, vision, IMU) and the running
-# check (everything but vision: the view changes while a task runs)
+# check (the content but vision: the view changes while a task runs; the task layer adds the
+# robot-ID share back, so with no vision it equals the whole key's cosine)
 SCENE_DIMS = np.r_[0:40]
-RUN_DIMS = np.r_[0:16, 32:64]
+RUN_DIMS = np.r_[0:16, 32:56]
 
 
 def _seed_of(text: str) -> int:

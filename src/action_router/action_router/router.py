@@ -415,7 +415,7 @@ class Router:
             top.variant = res.variant.name
             self.info(f"scene: {top.name} -> variant {res.variant.name} (similarity {res.similarity:.3f})")
             return True
-        self.scenes.record_unknown(top.name, self._key_snap, odom_pose, self.zone, now, bool(res.mapped))
+        self.scenes.record_unknown(top.name, self._key_snap, odom_pose, self.zone, now, res.entry if res.mapped else -1)
         detail = res.mapped or f"scene similarity={res.similarity:.3f} < {self.threshold:.2f}"
         self._run_unknown_scene(self.level1.unknown_scene(now, top, self._key_snap, detail, self.zone))
         return False

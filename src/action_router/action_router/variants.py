@@ -48,6 +48,7 @@ class SceneResult:
     variant: Optional[VariantSpec]
     similarity: float
     mapped: str = ""                 # matched a map entry: where it was recorded
+    entry: int = -1                  # the best entry (the map entry when mapped)
 
 
 def load_scene_keys(path: Path) -> Dict[str, np.ndarray]:
@@ -115,7 +116,7 @@ class SceneLookup:
         self.pose_of: Dict[int, Tuple[float, float, float]] = {}
         self.map: List[dict] = []                  # unknown scenes recorded (this robot and others)
         self.lookups = self.hits = self.unknown = self.foreign_hits = 0
-        self._pending: Optional[Tuple[np.ndarray, str, float, tuple, str]] = None
+        self._pending: Optional[Tuple[int, str, float]] = None     # (map entry, intent, time)
 
     def has_variants(self, intent: str) -> bool:
         return intent in self.variants
@@ -145,29 +146,31 @@ class SceneLookup:
         vi = int(self.layer.variant[best])
         if vi < 0:
             x, y, _ = self.pose_of.get(best, (math.nan, math.nan, 0.0))
-            return SceneResult(False, None, sim, mapped=f"mapped at ({x:.2f}, {y:.2f})")
+            return SceneResult(False, None, sim, mapped=f"mapped at ({x:.2f}, {y:.2f})", entry=best)
         self.hits += 1
         return SceneResult(True, self.variants[intent][vi], sim)
 
     def record_unknown(self, intent: str, key: np.ndarray, pose: Sequence[float], zone: str, now: float,
-                       already_mapped: bool) -> None:
-        """The unknown scene goes into the map (once) and waits for a confirming decision."""
+                       map_entry: int = -1) -> None:
+        """The unknown scene goes into the map (unless it matched map entry ``map_entry``) and
+        waits for a confirming decision."""
         self.unknown += 1
-        pose_t = (float(pose[0]), float(pose[1]), float(pose[2]))
-        self._pending = (key.copy(), intent, now, pose_t, zone)
-        if not already_mapped:
-            self._add(key, intent, -1, pose_t, zone, now, self.robot_id)
+        if map_entry < 0:
+            pose_t = (float(pose[0]), float(pose[1]), float(pose[2]))
+            map_entry = self._add(key, intent, -1, pose_t, zone, now, self.robot_id)
             self._publish(key, intent, "", "map", pose_t, zone, now)
+        self._pending = (map_entry, intent, now)
 
     def confirm(self, intent: str, now: float, window: float) -> Optional[str]:
         """A decision arrived: the same intent in time teaches the pending scene its first variant."""
         pend, self._pending = self._pending, None
         if pend is None or pend[1] != intent or now - pend[2] > window or intent not in self.variants:
             return None
-        key, _, _, pose, zone = pend
+        idx = pend[0]
         first = self.variants[intent][0]
-        self._add(key, intent, 0, pose, zone, now, self.robot_id)
-        self._publish(key, intent, first.name, "learned", pose, zone, now)
+        self.layer.variant[idx] = 0         # the map entry now points at the first variant
+        pose = self.pose_of.get(idx, (0.0, 0.0, 0.0))
+        self._publish(self.layer.keys[idx].copy(), intent, first.name, "learned", pose, "", now)
         return f"task layer: learned the unknown scene at ({pose[0]:.2f}, {pose[1]:.2f}) as {intent}/{first.name}"
 
     def drain(self) -> int:
@@ -182,16 +185,26 @@ class SceneLookup:
             vi = names.index(e.variant) if e.variant in names else -1
             if e.variant and vi < 0:
                 continue        # a variant this router does not know
-            self._add(e.key, e.intent, vi, e.pose, e.zone, e.t, e.robot)
+            same = self._find(e.key) if vi >= 0 else -1
+            if same >= 0:
+                self.layer.variant[same] = vi      # a mapped scene was learned: upgrade its entry
+            else:
+                self._add(e.key, e.intent, vi, e.pose, e.zone, e.t, e.robot)
         return len(new)
 
-    def _add(self, key: np.ndarray, intent: str, vi: int, pose: tuple, zone: str, now: float, robot: str) -> None:
+    def _find(self, key: np.ndarray) -> int:
+        n = self.layer.count
+        rows = np.flatnonzero(np.all(self.layer.keys[:n] == key, axis=1))
+        return int(rows[0]) if rows.size else -1
+
+    def _add(self, key: np.ndarray, intent: str, vi: int, pose: tuple, zone: str, now: float, robot: str) -> int:
         ii = self.intent_index[intent]
         idx = self.layer.insert(key, -1, ii, 0, seeded=False, now=now, kind=KIND_SCENE, variant=vi)
         self.robot_of[idx] = robot
         self.pose_of[idx] = tuple(pose)
         if vi < 0:
             self.map.append({"intent": intent, "pose": list(pose), "zone": zone, "t": now, "robot": robot})
+        return idx
 
     def _publish(self, key: np.ndarray, intent: str, variant: str, kind: str, pose: tuple, zone: str,
                  now: float) -> None:
