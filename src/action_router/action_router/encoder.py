@@ -7,11 +7,12 @@ Feature layout of the key (dimension ranges, end exclusive):
                               (intent, stage), derived from a hash of the names
     [16:32)  vision block     scene mode (the intent has scene variants, ``set_scene_frames``):
                               the depth CNN's 16 features relative to the intent's scene centre,
-                              (f - c) * w_intent / R (R: half the distance between its variants'
-                              prototypes), so with the intent block as a constant the cosine of
-                              two same-intent keys is ~1 - |f - f'|^2 / 2R^2 near a prototype, 0
-                              between two variants and 0.71 halfway; zeros without a fresh frame
-                              or for intents without variants that get scene-free keys.
+                              W (f - c) * w_intent / R (R: half the distance between its variants'
+                              prototypes; W weighs the directions between them fully, the others
+                              less: variants.scene_frames), so with the intent block as a
+                              constant the cosine of two same-intent keys is ~1 - |d|^2 / 2R^2
+                              near a prototype, 0 between two variants and 0.71 halfway; zeros
+                              without a fresh camera frame.
                               Otherwise (no scene frames): any feature vector, random-projected
                               to 16 dims, tanh-squashed; zeros when no features are given
     [32:40)  IMU block        linear acceleration (x, y, z - g), angular velocity (x, y, z),
@@ -156,7 +157,7 @@ class ProjectionKeyEncoder(KeyEncoder):
             "effort": rng.standard_normal((4, n)) / np.sqrt(max(n, 1)),
         }
         self._vision_cache: Dict[int, np.ndarray] = {}
-        self._scene_frames: Dict[str, Tuple[np.ndarray, float]] = {}
+        self._scene_frames: Dict[str, Tuple[np.ndarray, float, np.ndarray]] = {}
         self._intent_cache: Dict[tuple, np.ndarray] = {}
         self._id = robot_id_block(config.robot_id) * np.sqrt(config.id_share)
         self._content_norm = np.sqrt(1.0 - config.id_share)
@@ -208,9 +209,10 @@ class ProjectionKeyEncoder(KeyEncoder):
     def id_block(self) -> np.ndarray:
         return self._id
 
-    def set_scene_frames(self, frames: Mapping[str, Tuple[np.ndarray, float]]) -> None:
-        """Intents with scene variants: their scene centre c and radius R (vision block above)."""
-        self._scene_frames = {k: (np.asarray(c, dtype=float), float(r)) for k, (c, r) in frames.items()}
+    def set_scene_frames(self, frames: Mapping[str, Tuple[np.ndarray, float, np.ndarray]]) -> None:
+        """Intents with scene variants: their scene centre c, radius R and weighting W (vision block)."""
+        self._scene_frames = {k: (np.asarray(c, dtype=float), float(r), np.asarray(w, dtype=float))
+                              for k, (c, r, w) in frames.items()}
 
     def slip_weight(self, imu_speed: float, wheel_speed: float) -> float:
         c = self.config
@@ -229,9 +231,9 @@ class ProjectionKeyEncoder(KeyEncoder):
         x[0:16] = self._intent(obs.intent, int(obs.stage)) * c.w_intent
         frame = self._scene_frames.get(obs.intent)
         if frame is not None:
-            centre, radius = frame
+            centre, radius, weight = frame
             if obs.vision is not None and obs.vision.size == centre.size:
-                np.subtract(obs.vision, centre, out=x[16:32])
+                np.matmul(weight, obs.vision - centre, out=x[16:32])
                 x[16:32] *= c.w_intent / radius
             else:
                 x[16:32] = 0.0

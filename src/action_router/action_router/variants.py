@@ -89,15 +89,23 @@ def parse_variants(table: Mapping, subtasks: Mapping, sequences: Mapping, protot
     return out
 
 
-def scene_frames(variants: Mapping[str, List[VariantSpec]], prototypes: Mapping[str, np.ndarray]
-                 ) -> Dict[str, Tuple[np.ndarray, float]]:
-    """Per intent: the centre of its variants' prototype means and R = half their mean distance."""
+OFF_AXIS_WEIGHT = 0.35     # directions that do not tell the intent's variants apart count this much
+
+
+def scene_frames(variants: Mapping[str, List[VariantSpec]], prototypes: Mapping[str, np.ndarray],
+                 off_axis: float = OFF_AXIS_WEIGHT) -> Dict[str, Tuple[np.ndarray, float, np.ndarray]]:
+    """Per intent: the centre c of its variants' prototype means, the weighting W (full weight
+    along the directions between its variants, ``off_axis`` across them: a scene far off in any
+    direction still misses, while the spread that does not matter for this intent weighs less)
+    and R = half the variants' mean distance (the encoder's vision block is W (f - c) / R)."""
     frames = {}
     for intent, specs in variants.items():
         means = np.stack([prototypes[v.scene].mean(axis=0) for v in specs])
         centre = means.mean(axis=0)
+        basis, _ = np.linalg.qr((means - centre).T)          # span of the variants' differences
+        weight = off_axis * np.eye(centre.size) + (1.0 - off_axis) * basis @ basis.T
         pairs = [np.linalg.norm(means[i] - means[j]) for i in range(len(means)) for j in range(i + 1, len(means))]
-        frames[intent] = (centre, max(0.5 * float(np.mean(pairs)), 1e-3))
+        frames[intent] = (centre, max(0.5 * float(np.mean(pairs)), 1e-3), weight)
     return frames
 
 

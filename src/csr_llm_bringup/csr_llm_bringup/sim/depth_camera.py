@@ -82,10 +82,11 @@ class DepthCamera:
         mujoco.mj_multiRay(self.model, data, pnt, self._vec, self._group, 1, -1, self._geomid, self._dist,
                            None, self.nray, self.spec.max_range)
         dist = self._dist.reshape(self.spec.height, self.spec.width)
-        hit = dist >= 0.0
+        # mj_multiRay's cutoff culls by bounding volume, not by hit distance: cut at max_range here
+        hit = (dist >= 0.0) & (dist <= self.spec.max_range)
         np.multiply(dist, self._axis_cos, out=self.depth, where=hit, casting="unsafe")
         self.depth[~hit] = np.inf
-        self.geom[:] = self._geomid.reshape(self.spec.height, self.spec.width)
+        self.geom[:] = np.where(hit, self._geomid.reshape(self.spec.height, self.spec.width), -1)
         return self.depth, self.geom
 
 
