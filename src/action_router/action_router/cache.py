@@ -38,10 +38,10 @@ from typing import List, Tuple
 import numpy as np
 
 from .encoder import CONTENT_DIM, KEY_DIM, RUN_DIMS, SCENE_DIMS
+from .pid import Gains
 
 KIND_STAGE = 0      # an (intent, stage) entry: the running check
 KIND_SCENE = 1      # a scene entry: the scene lookup at a task's start
-from .pid import Gains
 
 
 class TaskLayer:

@@ -14,7 +14,8 @@ The convolutions are fixed (seeded, stored in the file); the head is fitted on s
 ``csr_llm_bringup.sim.scene_keys`` as a linear discriminant (scenes of one kind close together,
 kinds apart: the seed's key-separation stage): whitened so one unit is the spread of one kind,
 each direction shrunk by lambda / (1 + lambda) of its separation lambda (directions that separate
-nothing add no noise; ``scale`` is 1). The key encoder scales the block to the other blocks. Valid on the camera it was fitted for
+nothing add no noise; ``scale`` is 1). The key encoder scales the block to the other blocks.
+Valid on the camera it was fitted for
 (``camera`` in the file: size, field of view, mount); refit for another.
 
 Cost: about 0.3-1 ms per frame on one core here; it runs at the camera rate in the router node's

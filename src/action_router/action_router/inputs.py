@@ -241,7 +241,7 @@ class RouterInputs:
         self.proximity_buf.write(now, range=d)
         return True
 
-    def set_vision(self, features: Sequence[float], now: float = 0.0) -> bool:
+    def set_vision(self, features: "Sequence[float] | np.ndarray", now: float = 0.0) -> bool:
         v = np.asarray(features, dtype=float).reshape(-1)
         if v.size == 0 or not np.all(np.abs(v) < MAX_ABS_INPUT):
             self.faults.record("vision_invalid")

@@ -158,7 +158,7 @@ class SceneLookup:
         self.hits += 1
         return SceneResult(True, self.variants[intent][vi], sim)
 
-    def record_unknown(self, intent: str, key: np.ndarray, pose: Sequence[float], zone: str, now: float,
+    def record_unknown(self, intent: str, key: np.ndarray, pose: Sequence[float] | np.ndarray, zone: str, now: float,
                        map_entry: int = -1) -> None:
         """The unknown scene goes into the map (unless it matched map entry ``map_entry``) and
         waits for a confirming decision."""

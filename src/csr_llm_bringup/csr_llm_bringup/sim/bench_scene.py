@@ -47,7 +47,8 @@ from action_router.router import Router
 from ..paths import config_dir
 from .scene_keys import KNOWN, UNKNOWN, SceneMaker
 
-INTENT_OF = {"door": ("open_door", {}), "shelf": ("pick_object", {"object": "box"}),
+INTENT_OF: Dict[str, Tuple[str, Dict[str, object]]] = {
+             "door": ("open_door", {}), "shelf": ("pick_object", {"object": "box"}),
              "path": ("move_to", {"zone": "warehouse", "speed": 0.3})}
 EXPECTED = {"door_lever": "lever", "door_knob": "knob", "shelf_high": "high_shelf", "shelf_low": "low_shelf",
             "path_clear": "clear_path", "path_crate": "around_obstacle", "door_plain": "", "door_open": ""}
@@ -63,13 +64,13 @@ def wilson(k: int, n: int, z: float = 1.96) -> Tuple[float, float]:
     return (round(max(0.0, c - h), 4), round(min(1.0, c + h), 4))
 
 
-def feed_state(r: Router, now: float, pose: Sequence[float]) -> None:
+def feed_state(r: Router, now: float, pose) -> None:
     r.set_joint_state(r.joints, [0.04 if j == "gripper" else 0.0 for j in r.joints], [0.0] * r.n, [], now=now)
     r.set_imu([0.0, 0.0, 9.80665], [0.0, 0.0, 0.0], now=now)
     r.set_odom(float(pose[0]), float(pose[1]), float(pose[2]), 0.0, 0.0, now=now)
 
 
-def route_once(r: Router, features: np.ndarray, intent: str, args: dict, zone: str, pose: Sequence[float],
+def route_once(r: Router, features: np.ndarray, intent: str, args: Dict[str, object], zone: str, pose,
                objects: List) -> str:
     """One task start: the variant it ran, "unknown" (the protocol), or "refused"/"none"."""
     now = 1.0
@@ -139,7 +140,8 @@ def summarize(outcomes: dict, variants: Dict[str, int]) -> dict:
         "variant_accuracy": round(right / known_n, 4), "variant_accuracy_ci95": wilson(right, known_n),
         "misroute_rate": round(wrong / known_n, 4), "misroute_rate_ci95": wilson(wrong, known_n),
         "hit_rate": round(hits_total / known_n, 4), "unknown_scene_rate": round(unknown / known_n, 4),
-        "unknown_detected": round(unk_detected / max(unk_n, 1), 4), "unknown_misroute": round(unk_misroute / max(unk_n, 1), 4),
+        "unknown_detected": round(unk_detected / max(unk_n, 1), 4),
+        "unknown_misroute": round(unk_misroute / max(unk_n, 1), 4),
         "known_scenes": known_n, "unknown_scenes": unk_n, "refused": refused,
         "baseline_first_variant_accuracy": round(first_right / known_n, 4),
         "chance_accuracy": round(float(np.mean([1.0 / v for v in variants.values()])), 4),
@@ -153,13 +155,13 @@ def tick_times(ticks: int, camera: bool, images: List[np.ndarray]) -> np.ndarray
     stop = threading.Event()
     now_box = [0.0]
 
-    def frames() -> None:        # a 30 Hz camera (wall time), as the node's image callback feeds it
+    def frames(cam: CameraFeatures) -> None:   # a 30 Hz camera (wall time), as the node's callback feeds it
         k = 0
         while not stop.is_set():
             cam.submit(images[k % len(images)], now_box[0])
             k += 1
             time.sleep(1.0 / 30.0)
-    feeder = threading.Thread(target=frames, daemon=True) if cam is not None else None
+    feeder = threading.Thread(target=frames, args=(cam,), daemon=True) if cam is not None else None
     if feeder is not None:
         feeder.start()
         time.sleep(0.2)
@@ -186,14 +188,15 @@ def tick_times(ticks: int, camera: bool, images: List[np.ndarray]) -> np.ndarray
 
 def cross_talk(maker: SceneMaker, extractor: DepthFeatureExtractor) -> dict:
     """Robot A learns an unknown scene into the shared store; does robot B route it?"""
-    out = {}
+    out: Dict[str, object] = {}
+    runs: Dict[str, Dict[str, object]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for isolation in (True, False):
             store = str(Path(tmp) / f"tasks_{isolation}.sqlite")
             params = {"task_store": store, "task_isolation": isolation, "task_store_poll_s": 0.05}
             a = Router(make_config(dict(params, robot_id="robot_a")))
             b = Router(make_config(dict(params, robot_id="robot_b")))
-            depth = maker.depth("door_plain")            # a scene that matches no variant
+            depth = maker.depth("door_open")             # a scene that matches no variant
             sim = maker._sims[maker.last_handle]
             f = extractor.features(depth)
             first = route_once(a, f, "open_door", {}, sim.zone(), sim.base_pose(), [])
@@ -206,13 +209,14 @@ def cross_talk(maker: SceneMaker, extractor: DepthFeatureExtractor) -> dict:
             again_a = route_once(Router(make_config(dict(params, robot_id="robot_a"))), f, "open_door", {},
                                  sim.zone(), sim.base_pose(), [])
             got_b = route_once(b, f, "open_door", {}, sim.zone(), sim.base_pose(), [])
-            out["isolation_on" if isolation else "isolation_off"] = {
+            runs["isolation_on" if isolation else "isolation_off"] = {
                 "robot_a_first": first, "robot_a_after_learning": again_a, "robot_b": got_b,
                 "robot_b_foreign_hits": b.scenes.foreign_hits}
             for r in (a, b):
                 r.close()
-    out["cross_talk"] = out["isolation_on"]["robot_b_foreign_hits"]
-    out["shared_when_isolation_off"] = out["isolation_off"]["robot_b_foreign_hits"]
+    out.update(runs)
+    out["cross_talk"] = runs["isolation_on"]["robot_b_foreign_hits"]
+    out["shared_when_isolation_off"] = runs["isolation_off"]["robot_b_foreign_hits"]
     return out
 
 
@@ -256,15 +260,18 @@ def table(res: dict) -> str:
     lines = [
         "| measure | value | goal / baseline |", "|---|---|---|",
         f"| variant accuracy ({res['known_scenes']} known scenes) | {res['variant_accuracy']:.3f} [{lo:.3f}, {hi:.3f}] "
-        f"| >= 0.95; first variant always {res['baseline_first_variant_accuracy']:.3f}, chance {res['chance_accuracy']:.3f} |",
+        f"| >= 0.95; first variant always {res['baseline_first_variant_accuracy']:.3f}, "
+        f"chance {res['chance_accuracy']:.3f} |",
         f"| misroute rate | {res['misroute_rate']:.3f} [{mlo:.3f}, {mhi:.3f}] | <= 0.01 |",
         f"| hit rate | {res['hit_rate']:.3f} | |",
         f"| unknown-scene rate on known scenes | {res['unknown_scene_rate']:.3f} | |",
         f"| unknown scenes detected ({res['unknown_scenes']}) | {res['unknown_detected']:.3f} "
         f"(misrouted {res['unknown_misroute']:.3f}) | |",
-        f"| CNN per frame | {res['cnn_ms_per_frame']:.2f} ms (p99 {res['cnn_ms_p99']:.2f}) | off the tick (camera thread) |",
+        f"| CNN per frame | {res['cnn_ms_per_frame']:.2f} ms (p99 {res['cnn_ms_p99']:.2f}) "
+        "| off the tick (camera thread) |",
         f"| key encoding | {res['key_us']:.0f} us | |",
-        f"| tick p99 / p50, camera thread on | {res['tick_us_p99']:.0f} / {res['tick_us_p50']:.0f} us | p99 <= 500 us |",
+        f"| tick p99 / p50, camera thread on | {res['tick_us_p99']:.0f} / {res['tick_us_p50']:.0f} us "
+        "| p99 <= 500 us |",
         f"| tick p99 / p50, no camera | {res['tick_us_p99_no_camera']:.0f} / {res['tick_us_p50_no_camera']:.0f} us | |",
         f"| cross-talk (isolation on) | {res['cross_talk']} | 0 |",
         f"| robot B uses robot A's entry (isolation off) | {res['shared_when_isolation_off']} | >= 1 |",

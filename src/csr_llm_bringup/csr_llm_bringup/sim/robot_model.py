@@ -290,8 +290,8 @@ def _handle_mjcf(kind: str, off: float, panel_dx: float, hz: float) -> str:
       <body name="knob" pos="{-panel_dx:.6g} {off:.6g} {hz:.6g}">
         <geom name="handle" class="world" type="sphere" size="{KNOB_RADIUS}" rgba="0.8 0.8 0.1 1"/>
       </body>"""
-    return f"""      <geom name="lever_plate" type="box" pos="{face - 0.012:.6g} {off + HANDLE_HALF_LENGTH:.6g} {hz - 0.05:.6g}"
-            size="0.012 0.035 0.16" rgba="0.7 0.7 0.7 1"/>
+    plate = f"{face - 0.012:.6g} {off + HANDLE_HALF_LENGTH:.6g} {hz - 0.05:.6g}"
+    return f"""      <geom name="lever_plate" type="box" pos="{plate}" size="0.012 0.035 0.16" rgba="0.7 0.7 0.7 1"/>
       <body name="handle_lever" pos="{-panel_dx:.6g} {off + HANDLE_HALF_LENGTH:.6g} {hz:.6g}" gravcomp="1">
         <joint name="handle_lever" type="hinge" axis="1 0 0" range="-0.6 0.6" stiffness="{LEVER_STIFFNESS}"
                damping="0.05" armature="0.002"/>

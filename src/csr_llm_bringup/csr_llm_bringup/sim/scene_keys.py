@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import mujoco
 import numpy as np
@@ -58,7 +58,8 @@ class SceneMaker:
         self.kinds: Dict[str, Callable[[], Simulator]] = {
             "door_lever": lambda: self._door("lever"), "door_knob": lambda: self._door("knob"),
             "door_plain": lambda: self._door("none"), "shelf_high": lambda: self._shelf("reach_shelf"),
-            "shelf_low": lambda: self._shelf("reach_shelf_low"), "door_open": lambda: self._door("lever", 1.2),
+            "shelf_low": lambda: self._shelf("reach_shelf_low"),
+            "door_open": lambda: self._door("lever", 1.2),
             "path_clear": lambda: self._path(False), "path_crate": lambda: self._path(True)}
 
     def sim(self, handle: str = "lever") -> Simulator:
@@ -173,23 +174,23 @@ def fit_head(pooled: np.ndarray, labels: np.ndarray, reg: float = 1e-2) -> Tuple
     return head, mean, 1.0
 
 
-def fit_and_write(per_kind: int = 250, seed: int = 1, weights_path: Path = DEFAULT_WEIGHTS,
+def fit_and_write(per_kind: int = 500, seed: int = 1, weights_path: Path = DEFAULT_WEIGHTS,
                   prototypes_path: Optional[Path] = None) -> dict:
     maker = SceneMaker(seed)
     conv = seeded_convolutions()
     spec = maker.camera
-    camera = {"camera_width": spec.width, "camera_height": spec.height, "camera_hfov": spec.hfov,
-              "camera_pitch": spec.pitch, "camera_mount_z": spec.mount[2]}
-    # a provisional file (identity-free head) to run the convolution stack through the extractor
+    arrays: Dict[str, Any] = {"version": VERSION, "max_depth": 4.0, "camera_width": spec.width,
+                              "camera_height": spec.height, "camera_hfov": spec.hfov, "camera_pitch": spec.pitch,
+                              "camera_mount_z": spec.mount[2], **conv}
+    # a provisional file (zero head) to run the convolution stack through the extractor
     weights_path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(weights_path, version=VERSION, head=np.zeros((FEATURES, POOLED)), mean=np.zeros(POOLED), scale=1.0,
-             max_depth=4.0, **conv, **camera)
+    np.savez(weights_path, head=np.zeros((FEATURES, POOLED)), mean=np.zeros(POOLED), scale=1.0, **arrays)
     extractor = DepthFeatureExtractor(weights_path)
     images, labels, views = dataset(maker, KNOWN, per_kind)
     pooled = np.stack([extractor.pooled(im) for im in images])
     names = sorted(set(views))
     head, mean, scale = fit_head(pooled, np.array([names.index(v) for v in views]))
-    np.savez(weights_path, version=VERSION, head=head, mean=mean, scale=scale, max_depth=4.0, **conv, **camera)
+    np.savez(weights_path, head=head, mean=mean, scale=scale, **arrays)
     extractor = DepthFeatureExtractor(weights_path)
     prototypes = {}
     for k, kind in enumerate(KNOWN):
@@ -208,7 +209,7 @@ def fit_and_write(per_kind: int = 250, seed: int = 1, weights_path: Path = DEFAU
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--per-kind", type=int, default=250)
+    parser.add_argument("--per-kind", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     print(fit_and_write(args.per_kind, args.seed))
