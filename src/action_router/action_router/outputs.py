@@ -11,6 +11,8 @@ from typing import Any, Tuple
 
 import numpy as np
 
+from .interrupts import SOURCE_TASK
+
 
 def frozen_copy(values: np.ndarray) -> np.ndarray:
     out = np.array(values, copy=True)
@@ -88,3 +90,24 @@ def status_snapshot(router: Any) -> RouterStatusSnapshot:
         confidence_flips=router.confidence.flips, failsafe_count=router.failsafe_count,
         input_faults=router.faults.total, slip_detected=weight < 1.0, slip_events=router.key_step.slip_events,
         odom_weight=weight)
+
+
+def build_command(router: Any, flags: Tuple[bool, bool, bool, bool], timings: Tuple[float, float, float],
+                  stamp: Tuple[int, int]) -> Command:
+    """The tick's frozen command (``Router.tick``); flags: level-1 hit, level-2 hit, clamped, tracking."""
+    l1_hit, l2_hit, l3_clamped, tracking = flags
+    l3 = router.level3
+    top = router.stack.top
+    sub_task = intent = ""
+    if top is not None and not top.done:
+        sub_task = router.subtasks[top.current].name
+        base = router.stack.base()
+        intent = base.name if base is not None and base.source == SOURCE_TASK else ""
+    return Command(
+        effort=frozen_copy(l3.effort), effort_limit=frozen_copy(l3.effort_limit), clamped=frozen_copy(l3.clamped),
+        reference_position=frozen_copy(router.level2.p_ref), reference_velocity=frozen_copy(router.level2.v_ref),
+        tracking=tracking, base_vx=float(l3.base_vx), base_wz=float(l3.base_wz),
+        execution_state=int(l3.execution_state), source=int(router.arbiter.sources["arm"]), intent=intent,
+        sub_task=sub_task, l1_hit=bool(l1_hit), l2_hit=bool(l2_hit), l3_clamped=bool(l3_clamped),
+        l1_us=timings[0], l2_us=timings[1], l3_us=timings[2], state_stamp=stamp,
+        requests=tuple(router._requests), sounds=tuple(router._sounds))

@@ -43,7 +43,7 @@ from .level1 import NO_MATCH, Level1, Level1Result, UnknownScene
 from .level2 import Level2
 from .level3 import EXEC_DERATED, EXEC_FAILSAFE, EXEC_NOMINAL, EXEC_STOPPED, Level3  # noqa: F401 - re-exported
 from .monitors import ConfidenceMonitor, GripMonitor, TemperatureMonitor
-from .outputs import Command, RouterStatusSnapshot, frozen_copy, status_snapshot
+from .outputs import Command, RouterStatusSnapshot, build_command, status_snapshot
 from .params import RouterConfig, make_config
 from .scene import SceneFrames
 from .subtask import SubTask, check_progress
@@ -166,6 +166,7 @@ class Router:
         self._last_refusal = ""
         self._requests: List[str] = []
         self._sounds: List[str] = []
+        self._last_done: Optional[Tuple[str, dict, str, List[int]]] = None   # task just completed
         self.command = self._command(NO_MATCH.hit, False, False, False, (0.0, 0.0, 0.0), (0, 0))
         self.level1.seed(self.encoder, self.intent_names, self.sequences, self.key_period, n)
         self.scenes.seed(self.encoder, cfg.scene_prototypes, n, self.subtask_index)
@@ -266,21 +267,7 @@ class Router:
 
     def _command(self, l1_hit: bool, l2_hit: bool, l3_clamped: bool, tracking: bool,
                  timings: Tuple[float, float, float], stamp: Tuple[int, int]) -> Command:
-        l3 = self.level3
-        top = self.stack.top
-        sub_task = intent = ""
-        if top is not None and not top.done:
-            sub_task = self.subtasks[top.current].name
-            base = self.stack.base()
-            intent = base.name if base is not None and base.source == SOURCE_TASK else ""
-        return Command(
-            effort=frozen_copy(l3.effort), effort_limit=frozen_copy(l3.effort_limit), clamped=frozen_copy(l3.clamped),
-            reference_position=frozen_copy(self.level2.p_ref), reference_velocity=frozen_copy(self.level2.v_ref),
-            tracking=tracking, base_vx=float(l3.base_vx), base_wz=float(l3.base_wz),
-            execution_state=int(l3.execution_state), source=int(self.arbiter.sources["arm"]), intent=intent,
-            sub_task=sub_task, l1_hit=bool(l1_hit), l2_hit=bool(l2_hit), l3_clamped=bool(l3_clamped),
-            l1_us=timings[0], l2_us=timings[1], l3_us=timings[2], state_stamp=stamp,
-            requests=tuple(self._requests), sounds=tuple(self._sounds))
+        return build_command(self, (l1_hit, l2_hit, l3_clamped, tracking), timings, stamp)
 
     def _track_base_travel(self, now: float, dt: float, pose: np.ndarray, odom_time: float, odom_version: int) -> None:
         """Base distance of the running sub-task: odometry when fresh, else the commanded speed."""
@@ -331,6 +318,8 @@ class Router:
         self._last_refusal = ""
         sequence = [self.subtask_index[s] for s in resolved.subtasks] if resolved.subtasks else self.sequences[ii]
         frame = Frame(SOURCE_TASK, intent, list(sequence), intent_index=ii, args=fields)
+        if self._last_done is not None and self._last_done[:2] != (intent, fields):
+            self._last_done = None
         if self.execution.failure:
             self.execution.failure = False
             self.level3.rearm()
@@ -398,7 +387,10 @@ class Router:
         version = self.key_step.read_latest(self._key_snap)
         if starting and not top.scene_checked and top.index == 0 and self.scenes.has_variants(top.name):
             top.scene_checked = True
-            if self.key_step.vision_fresh and not self._scene_lookup(now, top, odom_pose):
+            redo = self._last_done
+            if redo is not None and redo[:2] == (top.name, top.args):
+                top.variant, top.subtasks = redo[2], list(redo[3])   # decided again: its result is no new scene
+            elif self.key_step.vision_fresh and not self._scene_lookup(now, top, odom_pose):
                 return NO_MATCH
         result = self.level1.step(now, top, self._key_snap, version, starting, self.cache_enabled,
                                   self.threshold, self.zone)
@@ -450,6 +442,7 @@ class Router:
         self.level2.invalidate()
         if frame.done and frame.source == SOURCE_TASK:
             self.info(f"task {frame.name} complete")
+            self._last_done = (frame.name, dict(frame.args), frame.variant, list(frame.subtasks))
             hold = None
             if bool(self.cfg["idle_hold"]) and "hold" in self.subtask_index:
                 hold = Frame(SOURCE_TASK, "", [self.subtask_index["hold"]], intent_index=-1)

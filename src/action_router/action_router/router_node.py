@@ -8,8 +8,8 @@ for runs without a lifecycle manager.
 Topics (relative names): subscribes ``joint_states``, ``imu``, ``odom``, ``gripper/wrench``,
 ``motor_temperature``, ``proximity``, ``zone``, ``decision``, ``detected_objects`` (DetectedObjects,
 the scene pick_object checks), and per ``vision_source``: ``camera/depth/image_raw``
-(sensor_msgs/Image 32FC1 or 16UC1, REP 118; the camera thread of camera_features.py runs the depth
-CNN on it) or ``vision_features`` (std_msgs/Float32MultiArray, features computed elsewhere); publishes
+(sensor_msgs/Image 32FC1 or 16UC1, REP 118; camera_features.py runs the depth CNN on it in a
+child process) or ``vision_features`` (std_msgs/Float32MultiArray, features computed elsewhere); publishes
 ``<controller_name>/commands`` (std_msgs/Float64MultiArray, in the order of ``joints``),
 ``motor_command`` (MotorCommand, every tick), ``router_status`` (RouterStatus, ``status_hz``),
 ``cmd_vel`` (Twist, on change and at least at 50 Hz), ``decision_request`` and ``sound``
