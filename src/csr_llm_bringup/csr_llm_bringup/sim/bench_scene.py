@@ -276,7 +276,7 @@ def table(res: dict) -> str:
         f"| unknown scenes detected ({res['unknown_scenes']}) | {res['unknown_detected']:.3f} "
         f"(misrouted {res['unknown_misroute']:.3f}) | |",
         f"| CNN per frame | {res['cnn_ms_per_frame']:.2f} ms (p99 {res['cnn_ms_p99']:.2f}) "
-        "| off the tick (camera thread) |",
+        "| off the tick (child process) |",
         f"| key encoding | {res['key_us']:.0f} us | |",
         f"| tick p99 / p50, camera (CNN in a child process) | {res['tick_us_p99']:.0f} / "
         f"{res['tick_us_p50']:.0f} us | p99 <= 500 us |",
