@@ -110,3 +110,14 @@ bench-decisions: setup
 	@mkdir -p build/bench
 	$(PY) -m csr_llm_bringup.bench_decisions --out build/bench/decisions.json --plot build/bench/decisions.png \
 	  $(if $(SCENARIOS),--scenarios $(SCENARIOS))
+
+# Level 1 as a scene lookup (issue 14): variant accuracy, misroutes, unknown scenes, CNN cost,
+# tick p99 with the camera thread, two-robot cross-talk on randomized simulated scenes (~1 min).
+.PHONY: bench-scene scene-keys
+bench-scene: setup
+	@mkdir -p build/bench
+	$(PY) -m csr_llm_bringup.sim.bench_scene --out build/bench/scene.json
+
+# Refit the depth CNN's head and the scene prototypes (after changing the camera or the world).
+scene-keys: setup
+	$(PY) -m csr_llm_bringup.sim.scene_keys --per-kind 500
