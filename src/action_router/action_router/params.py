@@ -77,6 +77,9 @@ DEFAULTS: Dict[str, Any] = {
     "failsafe_clamp_persist_s": 0.25,
     "failsafe_ramp_s": 0.2,
     "state_timeout_s": 0.1,
+    # no valid decision for this long while a task runs (reasoning node lost): fail-safe hold until
+    # the next decision; 0 disables (scripted use without a reasoning node)
+    "decision_timeout_s": 0.0,
     "person_distance": 0.6,
     "person_stop_distance": 0.3,
     "proximity_hysteresis": 0.1,

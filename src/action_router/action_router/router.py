@@ -157,6 +157,7 @@ class Router:
         self._prev_odom_pose = np.zeros(3)
         self._prev_odom_valid = False
         self._state_ever_ok = False
+        self._last_decision_time: Optional[float] = None
         self.repeated_decisions = 0
         self.subtasks_completed = 0
         self.grip_done_count = 0
@@ -203,7 +204,9 @@ class Router:
         state_ok = snap.state_version > 0 and snap.all_joints_seen \
             and (now - snap.state_time) <= float(self.cfg["state_timeout_s"])
         for decision in self.inputs.take_decisions():
+            self._last_decision_time = now
             self._start_decision(decision, now, snap.odom_pose)
+        self._check_decision_stream(now)
         # 1. physical invalidations
         new_hot = self.temperature_monitor.update(snap.temperature)
         if new_hot:
@@ -357,6 +360,13 @@ class Router:
         return frame.done or self.subtasks[frame.current].done == "never"
 
     # ------------------------------------------------------------------ failure
+    def _check_decision_stream(self, now: float) -> None:
+        timeout = float(self.cfg["decision_timeout_s"])
+        last = self._last_decision_time
+        if timeout > 0 and last is not None and now - last > timeout and self._commanding() \
+                and not self.execution.failure:
+            self._fail(now, f"no decision for {timeout:g} s: reasoning node lost?")
+
     def _fail(self, now: float, why: str) -> None:
         self.execution.failure = True
         self.level3.begin_failsafe(now)

@@ -161,3 +161,28 @@ def test_level2_writes_the_sub_task_torque_limits_into_the_execution_layer():
     rig.step(2)
     assert r.command.effort_limit[r.joint_index["arm_shoulder_lift"]] == 40.0   # min(60, 40)
     assert r.command.effort_limit[g] == 25.0                     # back to the joint's own limit
+
+
+def test_a_lost_decision_stream_fails_safe_and_the_next_decision_re_arms():
+    infos = []
+    rig = Rig(infos=infos, decision_timeout_s=0.5)
+    r = rig.router
+    r.submit_decision("hold_position")
+    rig.step(400)                                   # 0.4 s: decisions still count as fresh
+    assert not r.execution.failure
+    rig.step(200)                                   # 0.6 s without a decision (the reasoning node died)
+    assert r.execution.failure and r.failsafe_count == 1
+    assert any("no decision for 0.5 s: reasoning node lost?" in line for line in infos)
+    rig.step(400)
+    assert np.all(r.command.effort == 0.0) and r.command.execution_state == EXEC_STOPPED
+    r.submit_decision("hold_position")              # it is back
+    rig.step(1)
+    assert not r.execution.failure and r.command.execution_state == EXEC_NOMINAL
+    assert r.failsafe_count == 1
+
+
+def test_without_a_decision_timeout_a_task_runs_on():
+    rig = Rig(decision_timeout_s=0.0)
+    rig.router.submit_decision("hold_position")
+    rig.step(3000)
+    assert not rig.router.execution.failure
