@@ -28,7 +28,8 @@ from .scoring import Outcome, chance, summarize
 from .world import generate_history
 
 
-def generate(lengths: Sequence[int], episodes: int, per_family: int, seed: int, count_tokens) -> List[Tuple[int, Episode]]:
+def generate(lengths: Sequence[int], episodes: int, per_family: int, seed: int,
+             count_tokens) -> List[Tuple[int, Episode]]:
     out = []
     for length in lengths:
         for index in range(episodes):
@@ -141,7 +142,7 @@ def format_table(result: dict) -> str:
             row(f"  {family} AUC", lambda m, f=family: str(m["by_family"].get(f, {}).get("auc", "-")))
     for length in sorted({int(k) for m in methods.values() for k in m["by_length"]}):
         row(f"{length} tok", lambda m, n=str(length): acc(m["by_length"].get(n)))
-        row(f"  ttft p50 ms", lambda m, n=str(length): f"{m['by_length'][n]['ttft_p50_ms']:.0f}"
+        row("  ttft p50 ms", lambda m, n=str(length): f"{m['by_length'][n]['ttft_p50_ms']:.0f}"
             if n in m["by_length"] else "-")
     row("evicted evidence", lambda m: acc(m["evicted_evidence"]))
     row("live evidence", lambda m: acc(m["live_evidence"]))
@@ -178,7 +179,8 @@ def main(argv=None) -> int:
     parser.add_argument("--lengths", default="4096,8192,16384,32768", help="generated history lengths (tokens)")
     parser.add_argument("--episodes", type=int, default=1, help="generated episodes per length")
     parser.add_argument("--per-family", type=int, default=3, help="questions per family and episode")
-    parser.add_argument("--full", action="store_true", help="3 episodes per length, 5 questions per family, 2 full recomputes per episode")
+    parser.add_argument("--full", action="store_true",
+                        help="3 episodes per length, 5 questions per family, 2 full recomputes per episode")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--tau-mem", type=int, default=20480, help="CSR eviction threshold (tokens)")
     parser.add_argument("--evict-ratio", type=float, default=0.5)
@@ -186,7 +188,8 @@ def main(argv=None) -> int:
     parser.add_argument("--retrieval-k", type=int, default=8)
     parser.add_argument("--archive-k", type=int, default=4)
     parser.add_argument("--archive-tokens", type=int, default=384, help="token budget of the recalled chunks")
-    parser.add_argument("--full-per-episode", type=int, default=1, help="questions per episode also run as full recompute")
+    parser.add_argument("--full-per-episode", type=int, default=1,
+                        help="questions per episode also run as full recompute")
     parser.add_argument("--n-threads", type=int, default=1)
     parser.add_argument("--model-path", default=None, help="any GGUF (default: the bundled Gemma 3 270M)")
     parser.add_argument("--save-dataset", type=Path, help="also write the generated episodes as JSONL")

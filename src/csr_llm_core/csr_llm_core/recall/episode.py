@@ -72,7 +72,8 @@ def _require(condition: bool, where: str, message: str) -> None:
 def episode_from_mapping(data: Any, where: str = "episode") -> Episode:
     """Validate one decoded JSON episode (every field, every question) into an Episode."""
     _require(isinstance(data, Mapping), where, "an episode must be a JSON object")
-    _require(isinstance(data.get("id"), (str, int)) and str(data.get("id")) != "", where, "'id' must be a non-empty string")
+    _require(isinstance(data.get("id"), (str, int)) and str(data.get("id")) != "", where,
+             "'id' must be a non-empty string")
     where = f"{where} (id {data['id']})"
     steps_raw = data.get("steps")
     _require(isinstance(steps_raw, list) and bool(steps_raw), where, "'steps' must be a non-empty list")

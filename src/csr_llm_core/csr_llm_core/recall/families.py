@@ -120,7 +120,7 @@ def order(h: History, rng: random.Random) -> List[Question]:
 
 def presence(h: History, rng: random.Random) -> List[Question]:
     picked = list(dict.fromkeys(f.obj for f in h.facts if f.kind == "pick"))
-    first_step = {}
+    first_step: Dict[str, int] = {}
     for f in h.facts:
         if f.kind == "pick":
             first_step.setdefault(f.obj, f.step)
