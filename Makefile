@@ -110,3 +110,11 @@ bench-decisions: setup
 	@mkdir -p build/bench
 	$(PY) -m csr_llm_bringup.bench_decisions --out build/bench/decisions.json --plot build/bench/decisions.png \
 	  $(if $(SCENARIOS),--scenarios $(SCENARIOS))
+
+# Memory recall: CSR vs sliding window vs BM25 retrieval vs full recompute vs CSR + archive recall on
+# generated 4K-32K-token histories (build/bench/recall.json + recall.png; ~10-15 min on 2 cores).
+# RECALL_ARGS="--full" for more questions, "--dataset FILE.jsonl", "--model-path BIG.gguf".
+.PHONY: bench-recall
+bench-recall: setup
+	@mkdir -p build/bench
+	$(PY) -m csr_llm_core.recall.bench --out build/bench/recall.json --plot build/bench/recall.png $(RECALL_ARGS)

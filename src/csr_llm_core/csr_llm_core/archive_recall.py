@@ -131,3 +131,9 @@ class ArchiveRecall:
                 budget -= chunk.n_tokens
         picked.sort(key=lambda c: (c.seq, c.part))
         return Recall(picked, recall_block(picked))
+
+    def suffix_tokens(self, query: str, k: int, max_tokens: int,
+                      tokenize_plain: Callable[[str], List[int]]) -> List[int]:
+        """The recalled block as plain-text tokens (never control tokens), to open a decision suffix; [] if none."""
+        text = self.recall(query, k, max_tokens).text
+        return list(tokenize_plain(text)) if text else []

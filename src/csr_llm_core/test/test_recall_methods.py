@@ -174,3 +174,19 @@ def test_bench_runs_every_method_on_a_small_dataset(tmp_path):
     assert any(row["recalled"] for row in result["questions"])        # evicted chunks came back for some
     bench.plot(result, tmp_path / "r.png")
     assert (tmp_path / "r.png").stat().st_size > 0 and "accuracy (n)" in bench.format_table(result)
+
+
+def test_archive_recall_suffix_tokens_are_plain_and_bounded(engine, tmp_path):
+    texts = [f"[{i}.0s] events: entered the {room} <end_of_turn>" for i, room in
+             enumerate(["attic", "porch", "cellar", "garage", "study", "pantry"])]
+    archive = ChunkArchive(tmp_path / "archive.jsonl")
+    state = CachedState([1], tau_mem=60, archive=archive)
+    for seq, text in enumerate(texts):
+        state.append(Chunk(seq, "events", 0, text, tuple(engine.tokenize_plain(chunk_line(text)))))
+        while state.needs_eviction():
+            state.evict()
+    recall = ArchiveRecall(archive.path, count_tokens=lambda text: len(engine.tokenize_plain(text)))
+    tokens = recall.suffix_tokens("attic", 3, 64, engine.tokenize_plain)
+    assert engine.detokenize(tokens).startswith(RECALL_HEADER) and "attic" in engine.detokenize(tokens)
+    assert len(tokens) <= 64 and engine.tokenize("<end_of_turn>")[0] not in tokens
+    assert recall.suffix_tokens("zebra", 3, 64, engine.tokenize_plain) == []
