@@ -171,6 +171,7 @@ def test_bench_runs_every_method_on_a_small_dataset(tmp_path):
     assert set(result["methods"]) == {"csr", "window", "retrieval", "full", "csr_archive"}
     assert result["episodes"][0]["evictions"] >= 1 and result["methods"]["full"]["n"] == 1
     assert result["methods"]["csr"]["n"] == len(questions)
+    assert result["methods"]["full"]["same_answer_as_csr"]["n"] == 1
     assert any(row["recalled"] for row in result["questions"])        # evicted chunks came back for some
     bench.plot(result, tmp_path / "r.png")
     assert (tmp_path / "r.png").stat().st_size > 0 and "accuracy (n)" in bench.format_table(result)

@@ -108,13 +108,23 @@ def run(episodes: Sequence[Tuple[int, Episode]], args, log=print) -> dict:
     for engine in engines.values():
         engine.close()
     questions = [q for _, e in episodes for q in e.questions]
+    methods = {m: summarize(outcomes[m]) for m in METHODS if outcomes[m]}
+    if "full" in methods:
+        methods["full"]["same_answer_as_csr"] = same_answer(rows, "full", "csr")
     return {"chance": round(chance(questions), 3), "model": str(csr.model_path),
             "settings": {"tau_mem": args.tau_mem, "evict_ratio": args.evict_ratio, "window_tokens": args.window,
                          "retrieval_k": args.retrieval_k, "archive_k": args.archive_k,
                          "archive_tokens": args.archive_tokens, "full_per_episode": args.full_per_episode,
                          "n_threads": args.n_threads, "families": family_counts(questions)},
-            "methods": {m: summarize(outcomes[m]) for m in METHODS if outcomes[m]},
+            "methods": methods,
             "episodes": build, "questions": rows, "wall_s": round(time.perf_counter() - started, 1)}
+
+
+def same_answer(rows: Sequence[dict], method: str, other: str) -> dict:
+    """How often two methods gave the same answer, over the questions both answered."""
+    both = [r for r in rows if method in r["answers"] and other in r["answers"]]
+    same = sum(r["answers"][method] == r["answers"][other] for r in both)
+    return {"rate": round(same / len(both), 3) if both else None, "n": len(both)}
 
 
 def format_table(result: dict) -> str:
@@ -146,6 +156,10 @@ def format_table(result: dict) -> str:
             if n in m["by_length"] else "-")
     row("evicted evidence", lambda m: acc(m["evicted_evidence"]))
     row("live evidence", lambda m: acc(m["live_evidence"]))
+    agreement = methods.get("full", {}).get("same_answer_as_csr")
+    if agreement and agreement["n"]:
+        lines.append(f"full recompute answered as csr on {agreement['rate']:.2f} of its {agreement['n']} questions "
+                     "(same prompt; only the evaluation batches differ)")
     return "\n".join(lines)
 
 
