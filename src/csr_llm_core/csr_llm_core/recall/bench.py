@@ -173,8 +173,9 @@ def plot(result: dict, path: Path) -> None:
         xs = [v["ttft_p50_ms"] for _, v in points]
         ys = [v["accuracy"] for _, v in points]
         axis.plot(xs, ys, "o-", label=method)
-        for (length, _), x, y in zip(points, xs, ys):
-            axis.annotate(f"{length // 1000}K", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+        for (length, value), x, y in zip(points, xs, ys):
+            label = f"{length // 1000}K" + (f" n={value['n']}" if value["n"] < 5 else "")
+            axis.annotate(label, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
     axis.axhline(result["chance"], color="grey", linestyle="--", label="chance")
     axis.set_xscale("log")
     axis.set_xlabel("TTFT p50 (ms, log)")
