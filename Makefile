@@ -121,3 +121,11 @@ bench-scene: setup
 # Refit the depth CNN's head and the scene prototypes (after changing the camera or the world).
 scene-keys: setup
 	$(PY) -m csr_llm_bringup.sim.scene_keys --per-kind 500
+
+# Memory recall: CSR vs sliding window vs BM25 retrieval vs full recompute vs CSR + archive recall on
+# generated 4K-32K-token histories (build/bench/recall.json + recall.png; ~10-15 min on 2 cores).
+# RECALL_ARGS="--full" for more questions, "--dataset FILE.jsonl", "--model-path BIG.gguf".
+.PHONY: bench-recall
+bench-recall: setup
+	@mkdir -p build/bench
+	$(PY) -m csr_llm_core.recall.bench --out build/bench/recall.json --plot build/bench/recall.png $(RECALL_ARGS)
