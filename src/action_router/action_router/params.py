@@ -38,6 +38,10 @@ DEFAULTS: Dict[str, Any] = {
     "robot_id": "",                      # "" = this machine's identity + the node namespace (identity.py)
     "autostart": False,
     "tick_source": "timer",             # timer: control_hz timer; joint_states: one tick per joint state
+    # where the control loop runs (csr_llm_core/realtime.py): CPUs in taskset syntax ("" = any) for
+    # every thread of the router, and SCHED_FIFO priority 1-99 for the spin thread (0 = normal)
+    "cpu_affinity": "",
+    "control_priority": 0,
     "executor": "single",                # router_node main(): single | multi (threaded) executor
     "control_hz": 1000.0,
     "status_hz": 20.0,

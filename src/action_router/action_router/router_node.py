@@ -37,6 +37,7 @@ from csr_llm_core.ros import qos
 from csr_llm_core.ros.geometry import yaw_from_quaternion
 from csr_llm_core.ros.intent_args import arguments_to_dict
 from csr_llm_core.ros.node import run_lifecycle_node
+from csr_llm_core.realtime import pin_threads, raise_priority
 from csr_llm_core.ros.params import declare_all, parameter_values
 from csr_llm_msgs.msg import Decision, DetectedObjects, MotorCommand, RouterStatus
 
@@ -97,6 +98,11 @@ class RouterNode(LifecycleNode):
         declare_all(self, description_defaults(robot_description(
             {"robot_description_file": self.get_parameter("robot_description_file").value})))
         declare_extra_zones(self)
+        # before the spin thread and the camera's child process exist: they inherit the CPUs
+        placed = pin_threads(str(self.get_parameter("cpu_affinity").value))
+        if placed:
+            self.get_logger().info(placed)
+        self._priority_pending = int(self.get_parameter("control_priority").value)
         self.router: Optional[Router] = None
         self._lock = threading.Lock()
         self._active = False
@@ -284,6 +290,9 @@ class RouterNode(LifecycleNode):
         self._last_twist = (0.0, 0.0)
 
     def _on_control(self) -> None:
+        if self._priority_pending:      # in the thread that runs the loop: the executor's
+            self.get_logger().info(raise_priority(self._priority_pending, "router control thread"))
+            self._priority_pending = 0
         with self._lock:
             if not self._active or self.router is None:
                 return

@@ -162,7 +162,8 @@ def _router_process(name: str) -> subprocess.Popen:
            *[arg for key, f in (("robot_description", "robot_description.yaml"), ("subtasks", "router_subtasks.yaml"),
                                 ("intents", "intents.yaml")) for arg in ("-p", f"{key}_file:={CONFIG / f}")],
            "-p", "autostart:=true", "-p", "command_stamp:=state", "-p", "state_timeout_s:=2.0",
-           "-p", "control_hz:=250.0", "-r", f"__node:={name}"]
+           "-p", "control_hz:=250.0", "-p", f"cpu_affinity:={','.join(map(str, sorted(os.sched_getaffinity(0))))}",
+           "-r", f"__node:={name}"]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
@@ -227,6 +228,7 @@ def test_router_survives_hostile_decisions_and_sensors_within_limits():
     for what, seconds in recovery.items():
         print(f"  {what:32s} {1000 * seconds:7.1f} ms")
     assert rc == 0, out[-3000:]
+    assert "threads pinned to CPUs" in out                              # cpu_affinity applied, logged
     assert len(commands) > 100 and efforts
     for cmd in commands:
         assert all(math.isfinite(v) and abs(v) <= lim + 1e-9 for v, lim in zip(cmd.effort, cmd.effort_limit)), cmd
