@@ -62,7 +62,7 @@ class ResourceHealth:
             self._down[name] = _Outage(now, now + self.first_retry_s, self.first_retry_s, reason)
             self._probes[name] = probe
             self.outages += 1
-        self.log.error("resource %s is down (%s); probing it with back-off up to %.0f s", name, reason,
+        self.log.error("resource %s is down (%s); probing it with back-off up to %g s", name, reason,
                        self.max_retry_s)
         self._ensure_thread()
         self._wake.set()

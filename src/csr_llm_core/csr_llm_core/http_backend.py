@@ -99,6 +99,8 @@ class HttpTransport:
 
     def _exchange(self, method: str, path: str, payload: Optional[bytes], timeout: float) -> http.client.HTTPResponse:
         conn = self._connect()
+        if conn.sock is None:      # the server closed it after the last answer (Connection: close)
+            conn.connect()
         assert conn.sock is not None
         conn.sock.settimeout(timeout)
         conn.request(method, self.base + path, body=payload, headers=self.headers)

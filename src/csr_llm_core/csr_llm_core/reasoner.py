@@ -99,6 +99,8 @@ class Reasoner(FailoverMixin, WarmRestartMixin):
         self.secondary: Optional[ReasoningBackend] = engines[1] if config.mode == "asr" else None
         self.fallback = fallback
         self.resources = list(engines[:2 if config.mode == "asr" else 1]) + ([fallback] if fallback else [])
+        if len({e.name for e in self.resources}) < len(self.resources):
+            raise ValueError("every resource needs its own name: " + ", ".join(e.name for e in self.resources))
         self.health = health or ResourceHealth(self.log)
         # tokens are counted in one vocabulary: an embedded engine's when there is one (never down)
         self._tokenizers = sorted(self.resources, key=lambda e: not e.is_local)
