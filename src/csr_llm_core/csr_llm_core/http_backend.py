@@ -20,7 +20,7 @@ import threading
 import time
 from contextlib import closing
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence
 from urllib.parse import urlsplit
 
 from .backend import BackendUnavailable, DecisionRefused
@@ -118,7 +118,7 @@ class HttpTransport:
                 self.close()
                 raise
 
-    def stream(self, path: str, body: dict, *, timeout: float) -> Iterator[Dict[str, Any]]:
+    def stream(self, path: str, body: dict, *, timeout: float) -> Generator[Dict[str, Any], None, None]:
         """POST and yield each server-sent event; `timeout` bounds the wait for every event."""
         with self._lock:
             finished = False
