@@ -280,3 +280,40 @@ def test_vllm_request_shape_matches_the_recorded_exchange(scripted, catalogue, e
     expected = dict(exchange["request"], structured_outputs={"grammar": grammar.to_gbnf()})
     assert path == "/v1/completions" and sent == expected and auth == "Bearer secret-key"
     assert result.decision.intent == "stop" and result.cached_tokens == exchange["cached_tokens"]
+
+
+@pytest.mark.dds
+def test_reasoning_node_decides_on_server_slots_over_dds(server, catalogue, config_dir, tmp_path):
+    """The node wired to R1/R2 on two slots of a server: decisions flow, csr_status shows the cache hit."""
+    from rclpy.node import Node
+    from csr_llm_msgs.msg import CsrStatus, Decision, StateChunk
+    from csr_llm_core.ros.qos import CHUNK_STREAM, DECISIONS
+    from csr_llm_core.ros.spin import spinning
+    from csr_llm_core.ros.testing import start_node, stop_node, wait_for
+    params = [f"intents_file:={config_dir / 'intents.yaml'}", f"prompt_file:={config_dir / 'prompt.yaml'}",
+              "tau_mem:=2048", "decision_hz:=0.0", "status_hz:=5.0", f"archive_path:={tmp_path / 'archive.jsonl'}",
+              f"r1.url:={server.url}", "r1.slot:=0", f"r2.url:={server.url}", "r2.slot:=1"]
+    reasoning = start_node("csr_llm_core.reasoning_node", *params)
+    decisions, statuses = [], []
+    try:
+        with spinning() as spinner:
+            node = spinner.create(Node, "test_remote_driver")
+            node.create_subscription(Decision, "decision", decisions.append, DECISIONS)
+            node.create_subscription(CsrStatus, "csr_status", statuses.append, 10)
+            chunks = node.create_publisher(StateChunk, "state_chunks", CHUNK_STREAM)
+            assert wait_for(lambda: statuses, 60), "reasoning node never published csr_status"
+            for seq in range(6):
+                kind = StateChunk.KIND_EVENT if seq in (2, 5) else StateChunk.KIND_CONTINUOUS
+                chunks.publish(StateChunk(seq=seq, kind=kind, text=chunk_text(seq), source_topic="/test"))
+                time.sleep(0.2)
+            assert wait_for(lambda: len(decisions) >= 2, 60)
+            # the status after the last decision: the server served that decision's whole prefix from its cache
+            assert wait_for(lambda: statuses[-1].chunk_count == 6
+                            and statuses[-1].cached_tokens >= statuses[-1].prefix_tokens, 10), statuses[-1]
+    finally:
+        rc, out = stop_node(reasoning)
+    assert rc == 0, out[-3000:]
+    assert "R1 on llama.cpp at " + server.url in out, out[-2000:]
+    assert all(d.intent in catalogue and d.resource == "R1" for d in decisions)
+    status = statuses[-1]
+    assert status.prefix_tokens > 1000 and status.failovers == 0 and list(status.down_resources) == []
