@@ -53,8 +53,8 @@ class ResourceHealth:
         with self._lock:
             return sorted(self._down)
 
-    def mark_down(self, name: str, probe: Callable[[], bool], reason: str) -> bool:
-        """Record a failure; True (and one log line) when it starts an outage."""
+    def mark_down(self, name: str, probe: Callable[[], bool], reason: str, then: str = "") -> bool:
+        """Record a failure; True (and one log line, ending with `then`) when it starts an outage."""
         with self._lock:
             if name in self._down:
                 return False
@@ -62,8 +62,8 @@ class ResourceHealth:
             self._down[name] = _Outage(now, now + self.first_retry_s, self.first_retry_s, reason)
             self._probes[name] = probe
             self.outages += 1
-        self.log.error("resource %s is down (%s); probing it with back-off up to %g s", name, reason,
-                       self.max_retry_s)
+        self.log.error("resource %s is down (%s); %sprobing it with back-off up to %g s", name, reason,
+                       f"{then}; " if then else "", self.max_retry_s)
         self._ensure_thread()
         self._wake.set()
         return True
@@ -194,11 +194,12 @@ class FailoverMixin:
 
     def _fail_over(self, failed: ReasoningBackend, err: BackendUnavailable) -> None:
         """The primary failed: serve from the secondary, else the fallback, synced from the logical state."""
-        self.health.mark_down(failed.name, failed.healthy, str(err))
         self._cancel_reconcile()     # joins the thread: must not hold self._lock here
         with self._lock:
             new = next((e for e in (self.secondary, self.fallback)
                         if e is not None and e is not failed and not self.health.is_down(e.name)), None)
+            self.health.mark_down(failed.name, failed.healthy, str(err),
+                                  then=f"decisions continue on {new.name}" if new else "no resource left to decide")
             if new is None:
                 raise NoResourceAvailable("no resource can serve decisions: " + ", ".join(self.health.down) + " down")
             self._reconciling = False
@@ -210,5 +211,4 @@ class FailoverMixin:
             new.view_epoch = None
             self._set_primary_view(self.state.tokens(), self.state.version)
             self.failovers += 1
-        self.log.warning("decisions continue on %s (failover %d)", new.name, self.failovers)
 

@@ -270,9 +270,12 @@ class HttpBackend:
         text: List[str] = []
         tokens: List[int] = []
         last: Dict[str, Any] = {}
+        settled: Optional[str] = None
         try:
             events = self.transport.stream(self.api.completion_path, body, timeout=self.resource.decision_timeout_s)
-            with closing(events):     # closed (and its connection dropped) even when a bad event stops the loop
+            # closed (and its connection dropped, which stops the server's generation) when the decision is
+            # settled early or a bad event stops the loop
+            with closing(events):
                 for event in events:
                     piece, ids = self.api.read_chunk(event)
                     if (piece or ids) and ttft is None:
@@ -280,10 +283,13 @@ class HttpBackend:
                     text.append(piece)
                     tokens.extend(ids)
                     last = event
+                    settled = settled_text(grammar, "".join(text))
+                    if settled is not None:
+                        break
         except ResponseError as err:
             raise DecisionRefused(f"{self.name}: {err}") from err
         total = time.perf_counter() - start
-        done = self.api.read_final("".join(text), tokens, last)
+        done = self.api.read_final(settled or "".join(text), tokens, last)
         self.last_cached_tokens = done.cached_tokens
         decision = parse_decision(grammar, done.text, self.name)
         return DecodeResult(decision, done.tokens, done.tokens, done.text, (ttft or total) * 1e3, total * 1e3,
@@ -291,6 +297,25 @@ class HttpBackend:
 
     def close(self) -> None:
         self.transport.close()
+
+
+def settled_text(grammar: DecisionGrammar, text: str) -> Optional[str]:
+    """The whole decision text once `text` (so far) can only end one way, else None.
+
+    The server generates under the same grammar, so when the text so far is the start of exactly one
+    intent's text and that intent takes no arguments, the rest is fixed: as the local decoder, we
+    need not wait for the server to spell it out. A text that left the grammar settles nothing."""
+    if not text:
+        return None
+    candidates = []
+    for name in grammar.catalogue.names:
+        lead = f'{name}", "args": {{'
+        if grammar.catalogue[name].arguments:
+            if lead.startswith(text) or text.startswith(lead):
+                candidates.append(None)
+        elif (lead + "}}").startswith(text):
+            candidates.append(lead + "}}")
+    return candidates[0] if len(candidates) == 1 else None
 
 
 def parse_decision(grammar: DecisionGrammar, text: str, source: str) -> ParsedDecision:

@@ -66,7 +66,7 @@ class LlamaServerApi:
         # top_k 1 + temperature 0: greedy among the tokens the grammar allows (as the local decoder)
         return {"prompt": list(tokens), "n_predict": max_tokens, "cache_prompt": cache, "id_slot": self.slot,
                 "grammar": grammar, "temperature": 0.0, "top_k": 1, "stream": stream, "return_tokens": True,
-                "n_probs": 0}
+                "n_probs": 0, "timings_per_token": True}      # cache_n in every event: a decision may end early
 
     def read_chunk(self, event: Dict[str, Any]) -> Tuple[str, List[int]]:
         """Text and token ids of one streamed event (or of a whole non-streamed response)."""
@@ -125,8 +125,8 @@ class VllmApi:
                       stream: bool = True) -> Dict[str, Any]:
         body = dict(self._base(tokens), max_tokens=max_tokens, structured_outputs={"grammar": grammar},
                     stream=stream, return_token_ids=True)
-        if stream:
-            body["stream_options"] = {"include_usage": True}
+        if stream:     # usage (cached tokens) in every event: a decision may end early
+            body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
         if not cache:
             body["cache_salt"] = uuid.uuid4().hex     # a salt no cached block carries: a full recompute
         return body
