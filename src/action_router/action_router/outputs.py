@@ -7,9 +7,11 @@ The router node maps each onto its message in one function (``router_node.motor_
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Any, Tuple
 
 import numpy as np
+
+from .interrupts import SOURCE_TASK
 
 
 def frozen_copy(values: np.ndarray) -> np.ndarray:
@@ -70,3 +72,42 @@ class RouterStatusSnapshot:
     slip_detected: bool
     slip_events: int
     odom_weight: float
+
+
+def status_snapshot(router: Any) -> RouterStatusSnapshot:
+    """The router's status now (``Router.status``)."""
+    c = router.command
+    weight = float(getattr(router.encoder, "last_slip_weight", 1.0))
+    return RouterStatusSnapshot(
+        active_intent=c.intent, active_sub_task=c.sub_task, zone=router.zone,
+        match_similarity=float(router.level1.similarity), match_threshold=float(router.threshold),
+        l1_hit=bool(router.level1.hit), l2_hit=c.l2_hit, l3_clamped=c.l3_clamped,
+        l1_us=c.l1_us, l2_us=c.l2_us, l3_us=c.l3_us,
+        task_hit_rate=router.level1.task_layer.hit_rate, behaviour_hit_rate=router.level2.behaviour.hit_rate,
+        execution_hit_rate=router.execution.hit_rate, interrupt_depth=router.stack.depth,
+        execution_state=c.execution_state, unknown_scene_count=router.level1.unknown_scene_count,
+        grip_done_count=router.grip_done_count, derate_count=router.derate_count,
+        confidence_flips=router.confidence.flips, failsafe_count=router.failsafe_count,
+        input_faults=router.faults.total, slip_detected=weight < 1.0, slip_events=router.key_step.slip_events,
+        odom_weight=weight)
+
+
+def build_command(router: Any, flags: Tuple[bool, bool, bool, bool], timings: Tuple[float, float, float],
+                  stamp: Tuple[int, int]) -> Command:
+    """The tick's frozen command (``Router.tick``); flags: level-1 hit, level-2 hit, clamped, tracking."""
+    l1_hit, l2_hit, l3_clamped, tracking = flags
+    l3 = router.level3
+    top = router.stack.top
+    sub_task = intent = ""
+    if top is not None and not top.done:
+        sub_task = router.subtasks[top.current].name
+        base = router.stack.base()
+        intent = base.name if base is not None and base.source == SOURCE_TASK else ""
+    return Command(
+        effort=frozen_copy(l3.effort), effort_limit=frozen_copy(l3.effort_limit), clamped=frozen_copy(l3.clamped),
+        reference_position=frozen_copy(router.level2.p_ref), reference_velocity=frozen_copy(router.level2.v_ref),
+        tracking=tracking, base_vx=float(l3.base_vx), base_wz=float(l3.base_wz),
+        execution_state=int(l3.execution_state), source=int(router.arbiter.sources["arm"]), intent=intent,
+        sub_task=sub_task, l1_hit=bool(l1_hit), l2_hit=bool(l2_hit), l3_clamped=bool(l3_clamped),
+        l1_us=timings[0], l2_us=timings[1], l3_us=timings[2], state_stamp=stamp,
+        requests=tuple(router._requests), sounds=tuple(router._sounds))

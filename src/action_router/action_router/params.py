@@ -23,6 +23,7 @@ from csr_llm_core.robot_description import GAIN_DEFAULTS, RobotDescription, load
 
 from .pid import Gains, gains_from_params
 from .scene import ReachTarget
+from .variants import VariantSpec, load_scene_keys, parse_variants
 from .zones import DEFAULT_ZONES, Zone, parse_zones, without_zone_parameters, zone_parameters
 
 # Sub-task fields a decision argument can set (argument_bindings): base_speed is read by level 3
@@ -34,7 +35,7 @@ ARGUMENT_FIELDS = ("base_speed", "base_distance", "base_goal", "reach_object")
 # name -> default (type follows the default; lists of float are double arrays)
 DEFAULTS: Dict[str, Any] = {
     "robot_description_file": "",        # "" = config/robot_description.yaml of this workspace
-    "robot_id": "robot",
+    "robot_id": "",                      # "" = this machine's identity + the node namespace (identity.py)
     "autostart": False,
     "tick_source": "timer",             # timer: control_hz timer; joint_states: one tick per joint state
     "executor": "single",                # router_node main(): single | multi (threaded) executor
@@ -86,6 +87,15 @@ DEFAULTS: Dict[str, Any] = {
     "id_share": 0.1,
     "encoder_weights_file": "",
     "task_capacity": 512,
+    # level 1 as a scene lookup (variants.py): prototypes, camera freshness, the shared task layer
+    "scene_keys_file": "",               # "" = config/scene_keys.yaml of this workspace
+    "vision_timeout_s": 0.5,             # an older camera frame is no frame: the first variant runs
+    "task_store": "",                    # SQLite file shared by routers ("" = this router only)
+    "task_store_poll_s": 0.5,
+    "task_isolation": True,              # false: robots sharing the store use each other's entries
+    "vision_source": "camera",           # router node: camera (depth image -> CNN) | features | none
+    "camera_topic": "camera/depth/image_raw",
+    "depth_cnn_weights_file": "",        # "" = action_router/data/depth_cnn_v1.npz
     "learn_below": 0.95,
     "miss_confirmations": 3,
     "confirm_window_s": 30.0,
@@ -134,6 +144,8 @@ class RouterConfig:
     unused_arguments: Dict[str, List[str]]      # catalogue arguments accepted but not used (yet)
     zones: Dict[str, Zone]                      # zones.<zone>.threshold / .goal
     reach_targets: List[ReachTarget]            # router_subtasks.yaml reach_targets
+    variants: Dict[str, List[VariantSpec]]      # router_subtasks.yaml variants (scene lookup)
+    scene_prototypes: Dict[str, Any]            # scene kind -> prototype features (scene_keys.yaml)
 
     def __getitem__(self, name: str) -> Any:
         return self.params[name]
@@ -211,11 +223,15 @@ def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
     unused = {str(k): [str(a) for a in (v or [])] for k, v in (sub.get("unused_arguments") or {}).items()}
     check_catalogue_coverage(catalogue, sequences, bindings, unused, sub_path)
     targets = reach_targets(sub.get("reach_targets") or {}, subtasks, sub_path)
+    prototypes: Dict[str, Any] = {}
+    if sub.get("variants"):
+        prototypes = load_scene_keys(Path(expand_path(params["scene_keys_file"]) or cfg_dir / "scene_keys.yaml"))
+    variants = parse_variants(sub.get("variants") or {}, subtasks, sequences, prototypes, sub_path)
     check_argument_targets(catalogue, sequences, bindings, subtasks, zones, targets, sub_path)
     return RouterConfig(params=params, joints=joints, gains=gains, subtasks=subtasks,
                         intent_sequences=sequences, argument_bindings=bindings,
                         interrupts=interrupts, unknown_scene=unknown, catalogue=catalogue, unused_arguments=unused,
-                        zones=zones, reach_targets=targets)
+                        zones=zones, reach_targets=targets, variants=variants, scene_prototypes=prototypes)
 
 
 def reach_targets(table: Mapping[str, Any], subtasks: Mapping[str, Any], where: Path) -> List[ReachTarget]:

@@ -5,8 +5,10 @@ Per tick (``Router.tick(now)``):
   1. physical invalidations (``monitors.py``): temperature -> derated set, effort feedback ->
      confidence bit, stale joint states -> failure;
   2. interrupts: proximity pushes / pops frames of the priority stack (``interrupts.py``);
-  3. level 1 (``level1.py``): a new key (``task_key.py``) of the running task frame is matched in
-     the task layer; a miss runs the unknown-scene protocol and asks for a new decision;
+  3. level 1 (``level1.py``, ``variants.py``): at a task's start the camera's scene picks the
+     intent's variant (its sub-task sequence); a new key (``task_key.py``) of the running task
+     frame is matched in the task layer; a miss runs the unknown-scene protocol and asks for a
+     new decision;
   4. level 2 (``level2.py``): the behaviour layer serves or re-plans the reference; a (re)started
      sub-task's torque limits go into the execution layer;
   5. level 3 (``level3.py``): PID, clamp, fail-safe ramp, the base twist (the go-to-pose controller,
@@ -33,6 +35,7 @@ from .cache import ExecutionLayer, ExecutionSet
 from .decision_args import bound_fields, resolve_arguments
 from .encoder import KEY_DIM, EncoderConfig, KeyEncoder, ProjectionKeyEncoder
 from .go_to_pose import STOP, BaseTwist, GoToPoseConfig, go_to_pose
+from .identity import robot_identity
 from .inputs import QueuedDecision, RouterInputs, make_fault_log
 from .interrupts import (SOURCE_INTERRUPT, SOURCE_TASK, SOURCE_UNKNOWN_SCENE, Arbiter, Frame,
                          InterruptSpec, InterruptStack, ProximityInterrupts)
@@ -40,11 +43,13 @@ from .level1 import NO_MATCH, Level1, Level1Result, UnknownScene
 from .level2 import Level2
 from .level3 import EXEC_DERATED, EXEC_FAILSAFE, EXEC_NOMINAL, EXEC_STOPPED, Level3  # noqa: F401 - re-exported
 from .monitors import ConfidenceMonitor, GripMonitor, TemperatureMonitor
-from .outputs import Command, RouterStatusSnapshot, frozen_copy
+from .outputs import Command, RouterStatusSnapshot, build_command, status_snapshot
 from .params import RouterConfig, make_config
 from .scene import SceneFrames
 from .subtask import SubTask, check_progress
 from .task_key import EffortAccumulator, KeyUpdate, TaskKeyStep
+from .task_store import open_store
+from .variants import SceneLookup, scene_frames
 
 COMMANDING = (SOURCE_TASK, SOURCE_INTERRUPT, SOURCE_UNKNOWN_SCENE)
 
@@ -58,7 +63,7 @@ class Router:
 
     def __init__(self, config: Optional[RouterConfig] = None, *, auto_key: bool = True,
                  encoder: Optional[KeyEncoder] = None, fault_report: Optional[Callable[[str], None]] = None,
-                 info_report: Optional[Callable[[str], None]] = None):
+                 info_report: Optional[Callable[[str], None]] = None, namespace: str = ""):
         self.cfg = cfg = config if config is not None else make_config()
         self.joints = list(cfg.joints)
         self.n = n = len(self.joints)
@@ -96,17 +101,23 @@ class Router:
             float(cfg["base_max_linear"]), float(cfg["base_max_angular"]), float(cfg["goal_tolerance"]),
             float(cfg["goal_yaw_tolerance"]), float(cfg["goal_slow_radius"]), float(cfg["goal_min_speed"]),
             float(cfg["goal_heading_gain"]), float(cfg["goal_turn_in_place"]))
+        self.robot_id = robot_identity(str(cfg["robot_id"]), namespace)
         self.encoder = encoder or ProjectionKeyEncoder(EncoderConfig(
-            robot_id=str(cfg["robot_id"]), n_joints=n, id_share=float(cfg["id_share"]),
+            robot_id=self.robot_id, n_joints=n, id_share=float(cfg["id_share"]),
             slip_ratio=float(cfg["slip_ratio"]), slip_min_weight=float(cfg["slip_min_weight"])))
         if cfg["encoder_weights_file"] and hasattr(self.encoder, "load_weights"):
             self.encoder.load_weights(str(cfg["encoder_weights_file"]))
-        self.key_step = TaskKeyStep(self.encoder, n)
+        if hasattr(self.encoder, "set_scene_frames"):
+            self.encoder.set_scene_frames(scene_frames(cfg.variants, cfg.scene_prototypes))
+        self.key_step = TaskKeyStep(self.encoder, n, float(cfg["vision_timeout_s"]))
         self.efforts = EffortAccumulator(n)
         self.level1 = Level1(self.subtasks, [self.subtask_index[s] for s in cfg.unknown_scene["subtasks"]],
                              str(cfg.unknown_scene.get("request", "unknown scene: new decision needed")),
                              int(cfg["task_capacity"]), int(cfg["miss_confirmations"]),
                              float(cfg["confirm_window_s"]), float(cfg["learn_below"]))
+        self.level1.task_layer.isolation = bool(cfg["task_isolation"])
+        self.store = open_store(str(cfg["task_store"]), float(cfg["task_store_poll_s"]), self.info)
+        self.scenes = SceneLookup(self.level1.task_layer, self.intent_names, cfg.variants, self.robot_id, self.store)
         self.level2 = Level2(n, max(st.template.ctrl.shape[0] for st in self.subtasks), period=self.period,
                              horizon_s=float(cfg["horizon_s"]), samples=int(cfg["samples"]),
                              blend_s=float(cfg["blend_s"]), q_min=q_min, q_max=q_max, v_max=v_max,
@@ -155,8 +166,10 @@ class Router:
         self._last_refusal = ""
         self._requests: List[str] = []
         self._sounds: List[str] = []
+        self._last_done: Optional[Tuple[str, dict, str, List[int]]] = None   # task just completed
         self.command = self._command(NO_MATCH.hit, False, False, False, (0.0, 0.0, 0.0), (0, 0))
         self.level1.seed(self.encoder, self.intent_names, self.sequences, self.key_period, n)
+        self.scenes.seed(self.encoder, cfg.scene_prototypes, n, self.subtask_index)
         for intent, names in cfg.unused_arguments.items():
             for name in names:
                 self.info(f"argument {intent}.{name} is accepted but not used by the router")
@@ -185,6 +198,8 @@ class Router:
             self.zone = zone
             self.threshold = self._zones[zone]
         snap = self.inputs.snapshot()
+        if self.store is not None:
+            self.scenes.drain()
         state_ok = snap.state_version > 0 and snap.all_joints_seen \
             and (now - snap.state_time) <= float(self.cfg["state_timeout_s"])
         for decision in self.inputs.take_decisions():
@@ -215,7 +230,7 @@ class Router:
         if update.changed:
             self.level2.invalidate()
         # 3. level 1
-        self._level1(now, state_ok)
+        self._level1(now, state_ok, snap.odom_pose)
         # 4. level 2
         t2 = time.perf_counter()
         top = self.stack.top
@@ -252,21 +267,7 @@ class Router:
 
     def _command(self, l1_hit: bool, l2_hit: bool, l3_clamped: bool, tracking: bool,
                  timings: Tuple[float, float, float], stamp: Tuple[int, int]) -> Command:
-        l3 = self.level3
-        top = self.stack.top
-        sub_task = intent = ""
-        if top is not None and not top.done:
-            sub_task = self.subtasks[top.current].name
-            base = self.stack.base()
-            intent = base.name if base is not None and base.source == SOURCE_TASK else ""
-        return Command(
-            effort=frozen_copy(l3.effort), effort_limit=frozen_copy(l3.effort_limit), clamped=frozen_copy(l3.clamped),
-            reference_position=frozen_copy(self.level2.p_ref), reference_velocity=frozen_copy(self.level2.v_ref),
-            tracking=tracking, base_vx=float(l3.base_vx), base_wz=float(l3.base_wz),
-            execution_state=int(l3.execution_state), source=int(self.arbiter.sources["arm"]), intent=intent,
-            sub_task=sub_task, l1_hit=bool(l1_hit), l2_hit=bool(l2_hit), l3_clamped=bool(l3_clamped),
-            l1_us=timings[0], l2_us=timings[1], l3_us=timings[2], state_stamp=stamp,
-            requests=tuple(self._requests), sounds=tuple(self._sounds))
+        return build_command(self, (l1_hit, l2_hit, l3_clamped, tracking), timings, stamp)
 
     def _track_base_travel(self, now: float, dt: float, pose: np.ndarray, odom_time: float, odom_version: int) -> None:
         """Base distance of the running sub-task: odometry when fresh, else the commanded speed."""
@@ -281,6 +282,11 @@ class Router:
             if top is not None:
                 top.base_travel += abs(self.level3.base_vx) * dt
 
+    def close(self) -> None:
+        """Write what the shared task store still holds queued and stop its thread."""
+        if self.store is not None:
+            self.store.close()
+
     def zero_output(self) -> None:
         """Zero effort was sent to the actuators outside the tick (router deactivated)."""
         self.level3.zero_output()
@@ -289,9 +295,10 @@ class Router:
     def _start_decision(self, decision: QueuedDecision, now: float, odom_pose: np.ndarray) -> None:
         intent = decision.intent
         ii = self.intent_index[intent]
-        learned = self.level1.decision_arrived(intent, ii, now)
-        if learned:
-            self.info(learned)
+        for learned in (self.level1.decision_arrived(intent, ii, now),
+                        self.scenes.confirm(intent, now, float(self.cfg["confirm_window_s"]))):
+            if learned:
+                self.info(learned)
         binding = self.cfg.argument_bindings.get(intent, {})
         fields = bound_fields(decision.arguments, binding)
         running = self.stack.base()
@@ -311,6 +318,8 @@ class Router:
         self._last_refusal = ""
         sequence = [self.subtask_index[s] for s in resolved.subtasks] if resolved.subtasks else self.sequences[ii]
         frame = Frame(SOURCE_TASK, intent, list(sequence), intent_index=ii, args=fields)
+        if self._last_done is not None and self._last_done[:2] != (intent, fields):
+            self._last_done = None
         if self.execution.failure:
             self.execution.failure = False
             self.level3.rearm()
@@ -364,7 +373,7 @@ class Router:
                   f"{float(self.cfg['failsafe_ramp_s']):g} s")
 
     # ------------------------------------------------------------------ level 1
-    def _level1(self, now: float, state_ok: bool) -> Level1Result:
+    def _level1(self, now: float, state_ok: bool, odom_pose: np.ndarray) -> Level1Result:
         top = self.stack.top
         if top is None or top.done:
             self._key_context = ("", 0)
@@ -376,11 +385,32 @@ class Router:
         if starting or not self.cache_enabled:
             self.update_key(now)   # a fresh key for this (intent, stage) now
         version = self.key_step.read_latest(self._key_snap)
+        if starting and not top.scene_checked and top.index == 0 and self.scenes.has_variants(top.name):
+            top.scene_checked = True
+            redo = self._last_done
+            if redo is not None and redo[:2] == (top.name, top.args):
+                top.variant, top.subtasks = redo[2], list(redo[3])   # decided again: its result is no new scene
+            elif self.key_step.vision_fresh and not self._scene_lookup(now, top, odom_pose):
+                return NO_MATCH
         result = self.level1.step(now, top, self._key_snap, version, starting, self.cache_enabled,
                                   self.threshold, self.zone)
         if result.unknown_scene is not None:
             self._run_unknown_scene(result.unknown_scene)
         return result
+
+    def _scene_lookup(self, now: float, top: Frame, odom_pose: np.ndarray) -> bool:
+        """The variant of a starting task from the scene; False: the unknown-scene protocol runs."""
+        res = self.scenes.lookup(top.name, self._key_snap, self.threshold, now)
+        self.level1.similarity, self.level1.hit = res.similarity, res.hit
+        if res.variant is not None:
+            top.subtasks = [self.subtask_index[s] for s in res.variant.subtasks]
+            top.variant = res.variant.name
+            self.info(f"scene: {top.name} -> variant {res.variant.name} (similarity {res.similarity:.3f})")
+            return True
+        self.scenes.record_unknown(top.name, self._key_snap, odom_pose, self.zone, now, res.entry if res.mapped else -1)
+        detail = res.mapped or f"scene similarity={res.similarity:.3f} < {self.threshold:.2f}"
+        self._run_unknown_scene(self.level1.unknown_scene(now, top, self._key_snap, detail, self.zone))
+        return False
 
     def _run_unknown_scene(self, unknown: UnknownScene) -> None:
         self._requests.append(unknown.request)
@@ -412,6 +442,7 @@ class Router:
         self.level2.invalidate()
         if frame.done and frame.source == SOURCE_TASK:
             self.info(f"task {frame.name} complete")
+            self._last_done = (frame.name, dict(frame.args), frame.variant, list(frame.subtasks))
             hold = None
             if bool(self.cfg["idle_hold"]) and "hold" in self.subtask_index:
                 hold = Frame(SOURCE_TASK, "", [self.subtask_index["hold"]], intent_index=-1)
@@ -423,17 +454,4 @@ class Router:
 
     # ------------------------------------------------------------------ status
     def status(self) -> RouterStatusSnapshot:
-        c = self.command
-        weight = float(getattr(self.encoder, "last_slip_weight", 1.0))
-        return RouterStatusSnapshot(
-            active_intent=c.intent, active_sub_task=c.sub_task, zone=self.zone,
-            match_similarity=float(self.level1.similarity), match_threshold=float(self.threshold),
-            l1_hit=bool(self.level1.hit), l2_hit=c.l2_hit, l3_clamped=c.l3_clamped,
-            l1_us=c.l1_us, l2_us=c.l2_us, l3_us=c.l3_us,
-            task_hit_rate=self.level1.task_layer.hit_rate, behaviour_hit_rate=self.level2.behaviour.hit_rate,
-            execution_hit_rate=self.execution.hit_rate, interrupt_depth=self.stack.depth,
-            execution_state=c.execution_state, unknown_scene_count=self.level1.unknown_scene_count,
-            grip_done_count=self.grip_done_count, derate_count=self.derate_count,
-            confidence_flips=self.confidence.flips, failsafe_count=self.failsafe_count,
-            input_faults=self.faults.total, slip_detected=weight < 1.0, slip_events=self.key_step.slip_events,
-            odom_weight=weight)
+        return status_snapshot(self)

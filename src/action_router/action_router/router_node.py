@@ -6,8 +6,10 @@ stopped, zero effort published), cleanup. ``autostart: true`` configures and act
 for runs without a lifecycle manager.
 
 Topics (relative names): subscribes ``joint_states``, ``imu``, ``odom``, ``gripper/wrench``,
-``motor_temperature``, ``proximity``, ``zone``, ``vision_features``, ``decision``,
-``detected_objects`` (DetectedObjects, the scene pick_object checks); publishes
+``motor_temperature``, ``proximity``, ``zone``, ``decision``, ``detected_objects`` (DetectedObjects,
+the scene pick_object checks), and per ``vision_source``: ``camera/depth/image_raw``
+(sensor_msgs/Image 32FC1 or 16UC1, REP 118; camera_features.py runs the depth CNN on it in a
+child process) or ``vision_features`` (std_msgs/Float32MultiArray, features computed elsewhere); publishes
 ``<controller_name>/commands`` (std_msgs/Float64MultiArray, in the order of ``joints``),
 ``motor_command`` (MotorCommand, every tick), ``router_status`` (RouterStatus, ``status_hz``),
 ``cmd_vel`` (Twist, on change and at least at 50 Hz), ``decision_request`` and ``sound``
@@ -28,7 +30,7 @@ from rclpy.lifecycle import LifecycleNode, State, TransitionCallbackReturn
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Twist, WrenchStamped
 from nav_msgs.msg import Odometry
-from sensor_msgs.msg import Imu, JointState, Range, Temperature
+from sensor_msgs.msg import Image, Imu, JointState, Range, Temperature
 from std_msgs.msg import Float32MultiArray, Float64MultiArray, String
 
 from csr_llm_core.ros import qos
@@ -38,6 +40,7 @@ from csr_llm_core.ros.node import run_lifecycle_node
 from csr_llm_core.ros.params import declare_all, parameter_values
 from csr_llm_msgs.msg import Decision, DetectedObjects, MotorCommand, RouterStatus
 
+from .camera_features import CameraFeatures, depth_from_image
 from .outputs import Command, RouterStatusSnapshot
 from .params import DEFAULTS, description_defaults, make_config, robot_description
 from .router import Router
@@ -111,6 +114,7 @@ class RouterNode(LifecycleNode):
         self._last_twist = (math.nan, math.nan)
         self._last_twist_time = 0.0
         self._logged_inactive = False
+        self._camera: Optional[CameraFeatures] = None
 
     # ------------------------------------------------------------------ helpers
     def _now(self) -> float:
@@ -132,7 +136,13 @@ class RouterNode(LifecycleNode):
             cfg = make_config(parameter_values(self))
             log = self.get_logger()
             self.router = Router(cfg, auto_key=False, fault_report=lambda line: log.warning(line),
-                                 info_report=lambda text: log.info(text))
+                                 info_report=lambda text: log.info(text), namespace=self.get_namespace())
+            source = str(cfg["vision_source"])
+            if source not in ("camera", "features", "none"):
+                raise ValueError(f"vision_source must be camera, features or none, got {source!r}")
+            router = self.router
+            self._camera = CameraFeatures(lambda f, t: router.set_vision(f, t), str(cfg["depth_cnn_weights_file"])) \
+                if source == "camera" else None
         except (ValueError, OSError, KeyError) as exc:
             self.get_logger().error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE
@@ -161,18 +171,23 @@ class RouterNode(LifecycleNode):
             self.create_subscription(Range, "proximity", self._on_proximity, qos.SENSORS,
                                      callback_group=g),
             self.create_subscription(String, "zone", self._on_zone, reliable, callback_group=g),
-            self.create_subscription(Float32MultiArray, "vision_features", self._on_vision, qos.best_effort(5),
-                                     callback_group=g),
             self.create_subscription(Decision, "decision", self._on_decision, reliable, callback_group=g),
             self.create_subscription(DetectedObjects, "detected_objects", self._on_objects, reliable,
                                      callback_group=g),
         ]
+        if source == "features":
+            self._subs.append(self.create_subscription(Float32MultiArray, "vision_features", self._on_vision,
+                                                       qos.best_effort(5), callback_group=g))
+        elif source == "camera":
+            self._subs.append(self.create_subscription(Image, str(cfg["camera_topic"]), self._on_depth,
+                                                       qos.SENSORS, callback_group=g))
         self._effort_msg = Float64MultiArray()
         self._motor_msg = MotorCommand(joint_names=list(r.joints))
         self.get_logger().info(
             f"configured: joints={r.joints}, control_hz={cfg['control_hz']}, zone={r.zone} "
             f"(threshold {r.threshold:.2f}), cache={'on' if r.cache_enabled else 'off'}, "
-            f"{r.level1.task_layer.count} seeded task-layer keys, commands on {controller}/commands")
+            f"{r.level1.task_layer.count} seeded task-layer keys, robot {r.robot_id}, vision {source}, "
+            f"task store {cfg['task_store'] or 'off'}, commands on {controller}/commands")
         return super().on_configure(state)
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
@@ -233,6 +248,13 @@ class RouterNode(LifecycleNode):
 
     def _teardown(self) -> None:
         self._stop_timers(destroy=True)
+        camera, self._camera = self._camera, None
+        if camera is not None:
+            camera.close()
+            self.get_logger().info(f"camera: {camera.frames} depth frames, CNN {camera.cnn_ms_mean:.2f} ms per frame, "
+                                   f"{camera.dropped} replaced while waiting")
+        if self.router is not None:
+            self.router.close()
         for s in self._subs:
             self.destroy_subscription(s)
         self._subs = []
@@ -356,6 +378,17 @@ class RouterNode(LifecycleNode):
         r = self.router
         if r is not None:
             r.set_vision(msg.data, self._now())
+
+    def _on_depth(self, msg: Image) -> None:
+        r, camera = self.router, self._camera
+        if r is None or camera is None:
+            return
+        depth, why = depth_from_image(msg.encoding, msg.height, msg.width, msg.step, bool(msg.is_bigendian),
+                                      msg.data)
+        if depth is None:
+            r.faults.record("depth_image", why)
+            return
+        camera.submit(depth, self._now())
 
     def _on_objects(self, msg: DetectedObjects) -> None:
         r = self.router

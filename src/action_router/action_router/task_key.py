@@ -56,8 +56,10 @@ class KeyUpdate:
 class TaskKeyStep:
     """Encodes keys into ``key_buffer``; ``update`` is serialised (tick and key timer may both call it)."""
 
-    def __init__(self, encoder: KeyEncoder, n_joints: int):
+    def __init__(self, encoder: KeyEncoder, n_joints: int, vision_timeout: float = math.inf):
         self.encoder = encoder
+        self.vision_timeout = float(vision_timeout)
+        self.vision_fresh = False        # the last key carried a camera frame no older than vision_timeout
         self.key_buffer = DoubleBuffer({"key": (KEY_DIM,)})
         self.last_time = -math.inf
         self.slip_events = 0
@@ -108,9 +110,11 @@ class TaskKeyStep:
         if vision_buf is not None:
             if self._vision is None or self._vision["v"].size != inputs.vision_len:
                 self._vision = {"v": np.zeros(inputs.vision_len)}
-            vision_buf.read_into(self._vision)
-            obs.vision = self._vision["v"]
+            stamp, version = vision_buf.read_into(self._vision)
+            self.vision_fresh = bool(version) and now - stamp <= self.vision_timeout
+            obs.vision = self._vision["v"] if self.vision_fresh else None
         else:
+            self.vision_fresh = False
             obs.vision = None
         key = self.encoder.encode(obs, self._key)
         weight = float(getattr(self.encoder, "last_slip_weight", 1.0))

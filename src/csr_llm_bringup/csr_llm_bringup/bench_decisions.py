@@ -92,7 +92,7 @@ def scenario_result(run_dir: Path, catalogue: Any = None) -> Dict[str, Any]:
         "chance_accuracy": round(sum(chances) / len(chances), 4) if chances else None,
         "reactions_unmatched": summary.get("reactions_unmatched") or [],
         "goals": summary.get("goals") or {},
-        "sim_seconds": summary.get("sim_seconds"),
+        "sim_seconds": summary.get("sim_seconds"),   # None on wall time (no /clock)
         "_reactions": [r["reaction_s"] for r in detail["reactions"]],
         "_ttfts": [d["ttft_ms"] for d in detail["decisions"]],
     }

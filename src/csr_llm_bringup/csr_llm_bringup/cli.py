@@ -39,6 +39,11 @@ def cmd_run(args) -> int:
     if any(spec.name == "recorder" for spec in profile_nodes):
         overrides.setdefault("recorder", {}).setdefault("run_dir", str(run_dir.resolve()))
     profile = load_profile(args.profile, overrides)
+    for name in args.restart or []:
+        if name not in {spec.name for spec in profile.nodes}:
+            print(f"[runner] --restart {name}: no such node in profile {profile.name}", file=sys.stderr)
+            return 2
+        profile.node(name).restart = True
     runner = GraphRunner(profile, run_dir / "params", log_dir=run_dir, grace_s=args.grace)
     signal.signal(signal.SIGINT, runner.request_stop)
     signal.signal(signal.SIGTERM, runner.request_stop)
@@ -87,6 +92,8 @@ def main(argv=None) -> int:
     run.add_argument("--set", action="append", metavar="NODE.PARAM=VALUE", help="override a node parameter")
     run.add_argument("--runs-dir", default=os.environ.get("CSR_LLM_RUNS_DIR", "build/runs"))
     run.add_argument("--grace", type=float, default=30.0, help="seconds nodes get to stop before SIGTERM")
+    run.add_argument("--restart", action="append", metavar="NODE",
+                     help="restart this node when it crashes (with back-off; repeatable)")
     run.set_defaults(func=cmd_run)
     rep = sub.add_parser("replay", help="replay a bag into the nodes under test, record and compare outputs")
     rep.add_argument("bag", help="rosbag2 folder, .db3 or .mcap")

@@ -29,6 +29,7 @@ class NodeSpec:
     namespace: str = ""
     lifecycle: bool = False
     ends_run: bool = False          # when this node exits by itself with code 0, the run is over
+    restart: bool = False           # a crash restarts the node (runner: with back-off; launch: respawn)
     parameters: Dict[str, Any] = field(default_factory=dict)   # merged: files, then overrides
     remappings: List[Tuple[str, str]] = field(default_factory=list)
     parameter_files: List[str] = field(default_factory=list)
@@ -133,6 +134,7 @@ def load_profile(profile: Union[str, Path], overrides: Optional[Mapping[str, Map
                             namespace=str(entry.get("namespace", default_ns) or ""),
                             lifecycle=bool(entry.get("lifecycle", False)),
                             ends_run=bool(entry.get("ends_run", False)),
+                            restart=bool(entry.get("restart", False)),
                             parameter_files=[str(f) for f in entry.get("parameter_files", [])],
                             remappings=[(str(a), str(b)) for a, b in (entry.get("remappings") or {}).items()])
         except (KeyError, TypeError, AttributeError) as err:

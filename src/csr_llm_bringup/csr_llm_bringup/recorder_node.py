@@ -113,7 +113,9 @@ class RecorderNode(Node):
             s.on_joint_state(list(msg.name), list(msg.position))
         elif topic == "events":
             s.on_event(now, msg.data)
-        if s.first_time is None and topic != "clock":
+        if topic == "clock":
+            s.clock_seen = True
+        elif now > 0:   # the node clock: sim time under use_sim_time (0 before the first /clock), else wall
             s.on_time(now)
 
     def _on_expectation(self, msg: String) -> None:
@@ -136,7 +138,8 @@ class RecorderNode(Node):
         ttfts = [d[1] for d in self.stats.decisions[-20:]]
         ttft = f"{np.median(ttfts):.0f}" if ttfts else "-"
         csr = self.stats.csr_last
-        return (f"sim {s['sim_seconds']:7.1f} s | decisions {s['decisions']} ({s['decisions_per_s']:.2f}/s) "
+        return (f"{s['time_base']} {s['duration_s']:7.1f} s "
+                f"| decisions {s['decisions']} ({s['decisions_per_s']:.2f}/s) "
                 f"TTFT {ttft} ms | prefix {int(csr.get('prefix_tokens', 0))} tok k={int(csr.get('state_version', 0))} "
                 f"| router hit {100 * s['router_hit_rate']:.0f}% "
                 f"loop {self.stats.loop_hz[-1] if self.stats.loop_hz else 0:.0f} Hz "

@@ -22,6 +22,7 @@ LIMIT_EPS = 1e-6
 class RunStats:
     first_time: Optional[float] = None
     last_time: Optional[float] = None
+    clock_seen: bool = False          # /clock was recorded: times are sim time, else wall time
     decisions: List[Tuple[float, float, str, str, int]] = field(default_factory=list)  # t, ttft, intent, res, k
     evictions: List[float] = field(default_factory=list)
     swaps: List[float] = field(default_factory=list)
@@ -152,13 +153,16 @@ class RunStats:
 
     # --- outputs ---------------------------------------------------------------------------
     def summary(self) -> dict:
-        sim_seconds = (0.0 if self.first_time is None or self.last_time is None
-                       else self.last_time - self.first_time)
+        duration = (0.0 if self.first_time is None or self.last_time is None
+                    else self.last_time - self.first_time)
         ttfts = np.array([d[1] for d in self.decisions]) if self.decisions else np.array([0.0])
         return {
-            "sim_seconds": round(sim_seconds, 3),
+            # duration_s and decisions_per_s are on sim time with a /clock, else on wall time
+            "time_base": "sim" if self.clock_seen else "wall",
+            "duration_s": round(duration, 3),
+            "sim_seconds": round(duration, 3) if self.clock_seen else None,
             "decisions": len(self.decisions),
-            "decisions_per_s": round(len(self.decisions) / sim_seconds, 3) if sim_seconds > 0 else 0.0,
+            "decisions_per_s": round(len(self.decisions) / duration, 3) if duration > 0 else 0.0,
             "ttft_p50_ms": round(float(np.percentile(ttfts, 50)), 1),
             "ttft_p99_ms": round(float(np.percentile(ttfts, 99)), 1),
             "evictions": int(self.csr_last.get("evictions", 0)),

@@ -7,7 +7,9 @@ are prefixed with the node name; SIGINT/SIGTERM are forwarded (each node in its 
 terminal Ctrl-C reaches it once, through us); shutdown escalates SIGINT -> SIGTERM -> SIGKILL.
 Fast DDS is limited to UDP on loopback for the children, so no shared-memory segments outlive
 them. A node that exits on its own while the graph runs makes the run fail (exit code 1), unless
-the profile marks it `ends_run` and it exits with 0 (e.g. the simulator at the end of a scenario).
+the profile marks it `ends_run` and it exits with 0 (e.g. the simulator at the end of a scenario),
+or marks it `restart` (or `csr-llm run --restart NAME`): then a crash is reported and the node is
+started again after a back-off (1, 2, 4 ... s), at most MAX_RESTARTS times per run.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Dict, List, Optional, TextIO
+from typing import Dict, List, Optional, TextIO, Tuple
 
 import yaml
 
@@ -32,6 +34,9 @@ from .graph import NodeSpec, Profile
 # After SIGINT a node gets this long (report, joins, saves) before SIGTERM; the launch files use
 # the same grace (sigterm_timeout), so `ros2 launch` and the runner stop a node the same way.
 STOP_GRACE_S = 30.0
+# A node marked `restart` is started again at most this often per run, after 1, 2, 4 ... s.
+MAX_RESTARTS = 5
+RESTART_DELAY_S = 1.0
 
 class LaunchError(RuntimeError):
     pass
@@ -75,9 +80,12 @@ def child_environment(base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
 @dataclass
 class _Child:
     spec: NodeSpec
+    argv: List[str]
     process: subprocess.Popen
     reader: threading.Thread
     exited_unexpectedly: bool = False
+    restarts: int = 0
+    restart_at: Optional[float] = None     # monotonic time of the pending restart
 
 
 class GraphRunner:
@@ -109,19 +117,40 @@ class GraphRunner:
         if log_file is not None:
             log_file.close()
 
+    def _spawn(self, spec: NodeSpec, argv: List[str]) -> Tuple[subprocess.Popen, threading.Thread]:
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   errors="replace", env=child_environment(), start_new_session=True)
+        log_file = open(self.log_dir / f"{spec.name}.log", "a") if self.log_dir else None
+        reader = threading.Thread(target=self._pump_output, args=(spec.name, process.stdout, log_file), daemon=True)
+        reader.start()
+        return process, reader
+
     def start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        env = child_environment()
         plans = [(spec, node_command(spec, write_params_file(spec, self.work_dir))) for spec in self.profile.nodes]
         for spec, argv in plans:
-            process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                       errors="replace", env=env, start_new_session=True)
-            log_file = open(self.log_dir / f"{spec.name}.log", "w") if self.log_dir else None
-            reader = threading.Thread(target=self._pump_output, args=(spec.name, process.stdout, log_file),
-                                      daemon=True)
-            reader.start()
-            self.children.append(_Child(spec, process, reader))
+            process, reader = self._spawn(spec, argv)
+            self.children.append(_Child(spec, argv, process, reader))
             self._emit("runner", f"started {spec.full_name} ({spec.package}/{spec.executable}, pid {process.pid})")
+
+    def _crashed(self, child: _Child, code: int) -> bool:
+        """Schedule a restart of a crashed `restart` node; False when the run must stop instead."""
+        if not child.spec.restart or child.restarts >= MAX_RESTARTS:
+            return False
+        delay = RESTART_DELAY_S * 2 ** child.restarts
+        child.restarts += 1
+        child.restart_at = time.monotonic() + delay
+        self._emit("runner", f"{child.spec.full_name} exited unexpectedly with code {code}; restarting in "
+                             f"{delay:g} s ({child.restarts}/{MAX_RESTARTS})")
+        return True
+
+    def _restart_due(self, child: _Child) -> None:
+        if child.restart_at is None or time.monotonic() < child.restart_at:
+            return
+        child.restart_at = None
+        child.reader.join(timeout=5)
+        child.process, child.reader = self._spawn(child.spec, child.argv)
+        self._emit("runner", f"restarted {child.spec.full_name} (pid {child.process.pid})")
 
     def request_stop(self, *_args) -> None:
         self._stop.set()
@@ -134,10 +163,15 @@ class GraphRunner:
                 self._emit("runner", f"duration of {duration:g} s reached")
                 return
             for child in self.children:
+                if child.restart_at is not None:
+                    self._restart_due(child)
+                    continue
                 code = child.process.poll()
                 if code == 0 and child.spec.ends_run:
                     self._emit("runner", f"{child.spec.full_name} finished; stopping the run")
                     return
+                if code is not None and self._crashed(child, code):
+                    continue
                 if code is not None:
                     child.exited_unexpectedly = True
                     self.failed.append(child.spec.name)

@@ -58,3 +58,15 @@ def test_the_suite_is_every_scored_scenario_but_the_test_and_bag_ones():
     names = suite_scenarios()
     assert len(names) >= 10
     assert not {"default", "closed_loop", "golden"} & set(names)
+
+
+def test_a_run_without_a_sim_clock_reports_wall_time():
+    stats = RunStats()
+    for t in (100.0, 101.0, 104.0):                   # the recorder's node clock: wall time on a robot
+        stats.on_time(t)
+        stats.on_decision(t, 150.0, "stop", "R1", 0)
+    summary = stats.summary()
+    assert summary["time_base"] == "wall" and summary["duration_s"] == 4.0 and summary["sim_seconds"] is None
+    assert summary["decisions_per_s"] == 0.75
+    stats.clock_seen = True
+    assert stats.summary()["time_base"] == "sim" and stats.summary()["sim_seconds"] == 4.0

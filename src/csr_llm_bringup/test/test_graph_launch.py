@@ -37,10 +37,16 @@ def fake_launch(monkeypatch):
         "launch": types.SimpleNamespace(LaunchDescription=lambda actions: list(actions)),
         "launch.actions": types.SimpleNamespace(DeclareLaunchArgument=recorder("DeclareLaunchArgument"),
                                                 OpaqueFunction=recorder("OpaqueFunction"),
-                                                Shutdown=recorder("Shutdown")),
+                                                Shutdown=recorder("Shutdown"), EmitEvent=recorder("EmitEvent"),
+                                                RegisterEventHandler=recorder("RegisterEventHandler")),
+        "launch.event_handlers": types.SimpleNamespace(OnProcessStart=recorder("OnProcessStart")),
+        "launch.events": types.SimpleNamespace(matches_action=lambda action: ("matches", action)),
         "launch.substitutions": types.SimpleNamespace(LaunchConfiguration=LaunchConfiguration),
         "launch_ros": types.SimpleNamespace(),
         "launch_ros.actions": types.SimpleNamespace(Node=recorder("Node"), LifecycleNode=recorder("LifecycleNode")),
+        "launch_ros.event_handlers": types.SimpleNamespace(OnStateTransition=recorder("OnStateTransition")),
+        "launch_ros.events": types.SimpleNamespace(),
+        "launch_ros.events.lifecycle": types.SimpleNamespace(ChangeState=recorder("ChangeState")),
     }
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
@@ -69,7 +75,7 @@ def parse_runner_command(argv):
 
 @pytest.mark.parametrize("profile", ["sim", "robot", "replay"])
 def test_launch_and_runner_derive_the_same_nodes_parameters_and_remaps(fake_launch, tmp_path, profile):
-    actions = launch_nodes(fake_launch, profile)
+    actions = [a for a in launch_nodes(fake_launch, profile) if type(a).__name__ != "RegisterEventHandler"]
     loaded = load_profile(profile)
     assert len(actions) == len(loaded.nodes)
     for action, spec in zip(actions, loaded.nodes):
@@ -78,7 +84,10 @@ def test_launch_and_runner_derive_the_same_nodes_parameters_and_remaps(fake_laun
         assert callable(kwargs["on_exit"])                 # every node's exit is handled (see below)
         remaps, params_file = parse_runner_command(node_command(spec, write_params_file(spec, tmp_path)))
         runner_params = yaml.safe_load(open(params_file))["/**"]["ros__parameters"]
+        if spec.lifecycle and runner_params.get("autostart"):
+            runner_params["autostart"] = False             # under launch, launch brings it up (below)
         assert (kwargs["package"], kwargs["executable"]) == (spec.package, spec.executable)
+        assert kwargs["respawn"] == spec.restart                      # `restart` nodes respawn under launch
         assert ("__node", kwargs["name"]) in remaps
         node_remaps = [r for r in remaps if not r[0].startswith("__")]
         assert node_remaps == list(kwargs["remappings"])
@@ -104,7 +113,7 @@ class StrictLaunchContext:
 
 
 def test_node_exits_end_the_launch_once_and_never_during_shutdown(fake_launch):
-    actions = {a.kwargs["name"]: a for a in launch_nodes(fake_launch, "sim")}
+    actions = {a.kwargs["name"]: a for a in launch_nodes(fake_launch, "sim") if "name" in a.kwargs}
     exited = types.SimpleNamespace
 
     # Ctrl-C: launch is shutting down, the simulator (ends_run) exits 0 and the router -2: no second Shutdown
@@ -128,12 +137,57 @@ def test_node_exits_end_the_launch_once_and_never_during_shutdown(fake_launch):
 def test_launch_arguments_namespace_params_file_and_sim_time(fake_launch):
     actions = launch_nodes(fake_launch, "robot", namespace="robot7", params_file="/tmp/extra.yaml",
                            use_sim_time="true", activate_router="true")
-    for action in actions:
+    for action in (a for a in actions if type(a).__name__ != "RegisterEventHandler"):
         assert action.kwargs["namespace"] == "robot7"
         assert action.kwargs["parameters"][-1] == "/tmp/extra.yaml"
         assert action.kwargs["parameters"][0]["use_sim_time"] is True
     (router,) = [a for a in actions if type(a).__name__ == "LifecycleNode"]
-    assert router.kwargs["parameters"][0]["autostart"] is True
+    assert router.kwargs["parameters"][0]["autostart"] is False     # launch drives it (see below)
+    assert any(type(a).__name__ == "RegisterEventHandler" for a in actions)
+    off = launch_nodes(fake_launch, "robot", activate_router="false")
+    assert not any(type(a).__name__ == "RegisterEventHandler" for a in off)
+
+
+class VolatileLifecycle:
+    """Like a lifecycle node under launch_ros: transition events are volatile, so one published
+    before launch's subscription is matched is lost; a transition happens on a change_state request
+    (ChangeState event) or, with autostart, by itself at start, i.e. before that subscription."""
+
+    def __init__(self, autostart):
+        self.autostart, self.state, self.delivered = autostart, "unconfigured", []
+
+    def transition(self, transition_id, subscribed):
+        from lifecycle_msgs.msg import Transition
+        steps = {Transition.TRANSITION_CONFIGURE: ("unconfigured", "configuring", "inactive"),
+                 Transition.TRANSITION_ACTIVATE: ("inactive", "activating", "active")}
+        start, via, goal = steps[transition_id]
+        assert self.state == start, f"transition {transition_id} requested in state {self.state}"
+        self.state = goal
+        if subscribed:
+            self.delivered.append((via, goal))
+
+
+def test_launch_brings_the_router_up_so_that_no_transition_event_is_missed(fake_launch):
+    from lifecycle_msgs.msg import Transition
+    actions = launch_nodes(fake_launch, "sim")
+    (router,) = [a for a in actions if type(a).__name__ == "LifecycleNode"]
+    handlers = [a.args[0] if a.args else a.kwargs["event_handler"] for a in actions
+                if type(a).__name__ == "RegisterEventHandler"]
+    node = VolatileLifecycle(router.kwargs["parameters"][0]["autostart"])
+    if node.autostart:   # would transition before launch listens: the include's handler never fires
+        node.transition(Transition.TRANSITION_CONFIGURE, subscribed=False)
+    # the process starts (launch has subscribed by then): run the handlers as launch would
+    pending = [e for h in handlers if type(h).__name__ == "OnProcessStart" and h.kwargs["target_action"] is router
+               for e in h.kwargs["on_start"]]
+    while pending:
+        change = pending.pop(0).kwargs["event"].kwargs
+        assert change["lifecycle_node_matcher"] == ("matches", router)
+        node.transition(change["transition_id"], subscribed=True)
+        via, goal = node.delivered[-1]
+        pending += [e for h in handlers if type(h).__name__ == "OnStateTransition"
+                    and h.kwargs["target_lifecycle_node"] is router
+                    and (h.kwargs["start_state"], h.kwargs["goal_state"]) == (via, goal) for e in h.kwargs["entities"]]
+    assert node.state == "active" and node.delivered == [("configuring", "inactive"), ("activating", "active")]
 
 
 def test_profile_parameters_merge_files_then_inline_then_overrides():

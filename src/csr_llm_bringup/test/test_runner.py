@@ -104,6 +104,35 @@ def test_a_crashing_node_stops_the_graph_with_a_nonzero_exit(tmp_path):
     assert shm_entries() - before == set()
 
 
+@pytest.mark.slow
+def test_a_killed_restart_node_is_reported_and_started_again(tmp_path):
+    runner = run_cli(tmp_path, write_profile(tmp_path / "two.yaml"), "--restart", "aggregator")
+    lines = []
+    assert wait_started(runner, lines, ["aggregator", "recorder"]), "".join(lines)
+    first = next(int(p) for ln in lines for p in re.findall(r"started /aggregator .*pid (\d+)\)", ln))
+    os.kill(first, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and sum("aggregating" in ln for ln in lines) < 2:
+        line = runner.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+    runner.send_signal(signal.SIGINT)
+    out, _ = runner.communicate(timeout=60)
+    output = "".join(lines) + out
+    assert "[runner] /aggregator exited unexpectedly with code -9; restarting in 1 s (1/5)" in output, output
+    assert re.search(r"\[runner\] restarted /aggregator \(pid \d+\)", output), output
+    assert sum("aggregating" in ln for ln in output.splitlines()) == 2, output
+    assert runner.returncode == 0 and "exit codes: {'aggregator': 0, 'recorder': 0}" in output, output
+
+
+def test_restart_of_an_unknown_node_is_a_clear_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "csr_llm_bringup.cli", "run", "--profile", "robot",
+                             "--runs-dir", str(tmp_path), "--restart", "nobody"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2 and "--restart nobody: no such node in profile robot" in result.stderr
+
+
 def test_unknown_profile_is_a_clear_error(tmp_path):
     result = subprocess.run([sys.executable, "-m", "csr_llm_bringup.cli", "run", "--profile", "nope",
                              "--runs-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)

@@ -6,6 +6,10 @@ value moved by more than the topic's `threshold` since the last summary, so a 1 
 flood the prompt. Periods are measured on the samples' own time (sim time under use_sim_time),
 not on a wall-clock timer: the chunks are a function of the input stream, so a replayed bag
 yields the same chunks. Node modules convert ROS messages to the plain samples used here.
+
+Event bursts are coalesced: past ``max_events_per_window`` events of one topic in one window, the
+rest become one chunk when the window closes (count, first and last text), so a flood costs the
+reasoning node a bounded number of appends per window instead of a backlog it drains for minutes.
 """
 from __future__ import annotations
 
@@ -71,6 +75,11 @@ class AggregatorConfig:
     future_tolerance_s: float = 1.0
     # a sample stamped this far behind the newest accepted one is rejected (stale or replayed)
     max_lag_s: float = 10.0
+    # events of one topic per window that become chunks of their own; the rest of a burst is
+    # coalesced into one chunk when the window closes (0: never coalesce)
+    max_events_per_window: int = 5
+    # the burst window without watermarks (s); with watermarks it is the watermark window
+    event_window: float = 0.5
 
     def specs(self) -> List[TopicSpec]:
         return list(self.sources.values())
@@ -83,6 +92,17 @@ class ChunkOut:
     source_topic: str
     kind: int
     text: str
+    coalesced: int = 0       # events this chunk stands for beyond itself (a coalesced burst)
+
+
+@dataclass
+class _Burst:
+    """Events of one topic in one window: how many went out, and what was held back."""
+    window: Optional[int] = None
+    emitted: int = 0
+    held: int = 0
+    first: str = ""
+    last: str = ""
 
 
 @dataclass
@@ -164,7 +184,7 @@ class Aggregator:
 
     def __init__(self, specs: Sequence[TopicSpec], *, max_event_chars: int = 300, first_seq: int = 0,
                  watermark_period: float = 0.0, future_tolerance_s: float = math.inf, max_lag_s: float = math.inf,
-                 warmup_windows: int = 0):
+                 warmup_windows: int = 0, max_events_per_window: int = 0, event_window: float = 0.5):
         self.topics: Dict[str, _TopicState] = {}
         for spec in specs:
             if spec.type not in TOPIC_TYPES:
@@ -181,6 +201,12 @@ class Aggregator:
         self.warmup_left = int(warmup_windows) if self.watermark_period > 0 else 0
         self.future_tolerance_s = float(future_tolerance_s)
         self.max_lag_s = float(max_lag_s)
+        self.max_events_per_window = max(0, int(max_events_per_window))
+        self.event_window = self.watermark_period if self.watermark_period > 0 else float(event_window)
+        if self.max_events_per_window and not self.event_window > 0:
+            raise ValueError("event_window must be > 0 to coalesce event bursts")
+        self._bursts: Dict[str, _Burst] = {}
+        self.coalesced_total = 0     # events folded into burst chunks since start
 
     def check_stamp(self, stamp: float, now: Optional[float] = None) -> None:
         """SampleError for a stamp that is not finite, ahead of the clock ``now`` (when known, i.e.
@@ -198,10 +224,30 @@ class Aggregator:
         self.next_seq += 1
         return chunk
 
+    def _window_of(self, stamp: float) -> int:
+        return math.floor(stamp / self.event_window + 1e-9)
+
+    def _flush_bursts(self, before_window: Optional[int] = None) -> List[ChunkOut]:
+        """One chunk per topic whose held-back burst belongs to a window before `before_window`."""
+        out = []
+        for topic in sorted(self._bursts):
+            burst = self._bursts[topic]
+            if burst.window is None or (before_window is not None and burst.window >= before_window):
+                continue
+            if burst.held:
+                t0 = round(burst.window * self.event_window, 9)
+                text = (f"[{t0:.1f}s] {topic}: {burst.held} more events in this {self.event_window:g} s window "
+                        f"(burst coalesced); first: {burst.first}; last: {burst.last}")
+                out.append(self._emit(ChunkOut(-1, t0, topic, KIND_EVENT, text, coalesced=burst.held)))
+                self.coalesced_total += burst.held
+            del self._bursts[topic]
+        return out
+
     def watermark(self, stamp: float) -> List[ChunkOut]:
-        """The closed window's summaries and its watermark, once `stamp` crossed a boundary."""
+        """The chunks due once sample time reached `stamp`: the closed window's summaries, the
+        event bursts it coalesced and its watermark (without watermarks, just closed bursts)."""
         if self.watermark_period <= 0:
-            return []
+            return self._flush_bursts(self._window_of(stamp)) if self._bursts else []
         if self._next_watermark is None:
             self._next_watermark = (math.floor(stamp / self.watermark_period) + 1) * self.watermark_period
             return []
@@ -214,11 +260,14 @@ class Aggregator:
         ready = sorted((c for c in self._window if c.stamp < boundary - 1e-9), key=lambda c: (c.stamp, c.source_topic))
         self._window = [c for c in self._window if c.stamp >= boundary - 1e-9]
         out = [self._emit(c) for c in ready]
+        out.extend(self._flush_bursts(self._window_of(boundary)))
         out.append(ChunkOut(self.next_seq, round(boundary, 9), "", KIND_WATERMARK, ""))
         return out
 
-    def on_event(self, topic: str, text: str, stamp: Optional[float] = None) -> ChunkOut:
-        """An event becomes a chunk at once (whitespace collapsed, length bounded)."""
+    def on_event(self, topic: str, text: str, stamp: Optional[float] = None) -> List[ChunkOut]:
+        """An event becomes a chunk at once (whitespace collapsed, length bounded), unless it is
+        past the burst limit of its window: then it is held for that window's coalesced chunk.
+        Returns the chunks to publish now, in order (a closed burst first, without watermarks)."""
         body = _SPACES.sub(" ", text or "").strip()
         if not body:
             raise SampleError("empty event text")
@@ -231,8 +280,23 @@ class Aggregator:
         elif self.last_sample_stamp is not None:
             stamp = self.last_sample_stamp
         stamp = 0.0 if stamp is None else stamp
+        out: List[ChunkOut] = []
+        if self.max_events_per_window:
+            window = self._window_of(stamp)
+            burst = self._bursts.get(topic)
+            if burst is not None and burst.window != window:
+                out.extend(self._flush_bursts(window))
+            burst = self._bursts.setdefault(topic, _Burst(window))
+            if burst.emitted >= self.max_events_per_window:
+                short = body if len(body) <= 100 else body[:100] + "..."
+                burst.held += 1
+                burst.first = burst.first or short
+                burst.last = short
+                return out
+            burst.emitted += 1
         # one decimal: without watermarks the newest sample time differs by a sample period between runs
-        return self._emit(ChunkOut(-1, stamp, topic, KIND_EVENT, f"[{stamp:.1f}s] {topic}: {body}"))
+        out.append(self._emit(ChunkOut(-1, stamp, topic, KIND_EVENT, f"[{stamp:.1f}s] {topic}: {body}")))
+        return out
 
     def on_sample(self, topic: str, sample: Mapping, stamp: float) -> Optional[ChunkOut]:
         """Record a continuous sample; returns a summary chunk when one is due and worth it

@@ -63,7 +63,10 @@ def declare_config(node: Node) -> AggregatorConfig:
         reliable_sensors=bool(node.declare_parameter("reliable_sensors", defaults.reliable_sensors).value),
         warmup_windows=int(node.declare_parameter("warmup_windows", defaults.warmup_windows).value),
         future_tolerance_s=float(node.declare_parameter("future_tolerance_s", defaults.future_tolerance_s).value),
-        max_lag_s=float(node.declare_parameter("max_lag_s", defaults.max_lag_s).value))
+        max_lag_s=float(node.declare_parameter("max_lag_s", defaults.max_lag_s).value),
+        max_events_per_window=int(node.declare_parameter("max_events_per_window",
+                                                         defaults.max_events_per_window).value),
+        event_window=float(node.declare_parameter("event_window", defaults.event_window).value))
 
 
 class AggregatorNode(Node):
@@ -74,7 +77,9 @@ class AggregatorNode(Node):
         self.aggregator = Aggregator(specs, max_event_chars=config.max_event_chars,
                                      watermark_period=config.watermark_period,
                                      future_tolerance_s=config.future_tolerance_s, max_lag_s=config.max_lag_s,
-                                     warmup_windows=config.warmup_windows)
+                                     warmup_windows=config.warmup_windows,
+                                     max_events_per_window=config.max_events_per_window,
+                                     event_window=config.event_window)
         self.faults = FaultLog(self.get_logger().warning, counted_in="the aggregator (not logged)")
         self._lock = threading.Lock()   # one sequence, whatever thread a callback runs on
         self.publisher = self.create_publisher(StateChunk, "state_chunks", qos.CHUNK_STREAM)
@@ -89,6 +94,9 @@ class AggregatorNode(Node):
         self.get_logger().info(f"aggregating {', '.join(f'{s.topic} ({s.type})' for s in specs)} -> state_chunks")
 
     def _publish(self, chunk) -> None:
+        if chunk.coalesced:
+            self.faults.record("event_burst", f"{chunk.coalesced} events on {chunk.source_topic} coalesced into "
+                               f"one chunk (more than {self.aggregator.max_events_per_window} in a window)")
         source = self.resolve_topic_name(chunk.source_topic) if chunk.source_topic else ""
         msg = StateChunk(seq=chunk.seq, source_topic=source, kind=chunk.kind, text=chunk.text, token_count=-1)
         set_stamp(msg.header.stamp, chunk.stamp)
@@ -97,8 +105,8 @@ class AggregatorNode(Node):
     def _on_event(self, spec: TopicSpec, msg: String) -> None:
         try:
             with self._lock:
-                chunk = self.aggregator.on_event(spec.topic, msg.data, stamp_or_now(self))
-                self._publish(chunk)
+                for chunk in self.aggregator.on_event(spec.topic, msg.data, stamp_or_now(self)):
+                    self._publish(chunk)
         except SampleError as err:
             self.faults.record(f"{spec.topic}:rejected", f"dropped event on {spec.topic}: {err}")
 

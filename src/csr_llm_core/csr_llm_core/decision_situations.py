@@ -86,7 +86,7 @@ class Script:
             self.chunks.append(chunk)
 
     def say(self, text: str) -> "Script":
-        self.chunks.append(self.aggregator.on_event("events", text, stamp=self.t))
+        self.chunks.extend(self.aggregator.on_event("events", text, stamp=self.t))
         return self
 
     def ask(self, accept: Union[str, Sequence[str]], running: str = "", note: str = "", **args: str) -> "Script":

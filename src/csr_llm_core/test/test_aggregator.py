@@ -39,11 +39,11 @@ def test_events_are_chunks_at_once_and_sequence_is_shared_and_gap_free():
     agg = make()
     a = agg.on_sample("joint_states", joint_sample(0.1), 0.0)
     agg.on_sample("joint_states", joint_sample(0.1), 0.248)
-    e = agg.on_event("events", "  person   approaching,\\n distance 0.5 m ", 0.25)
+    [e] = agg.on_event("events", "  person   approaching,\\n distance 0.5 m ", 0.25)
     assert (a.seq, e.seq, e.kind) == (0, 1, KIND_EVENT)
     # stamped with the newest sample time, not the receive clock (reproducible under replay)
     assert e.stamp == 0.248 and e.text == "[0.2s] events: person approaching,\\n distance 0.5 m"
-    long = agg.on_event("events", "x" * 1000, 0.3)
+    [long] = agg.on_event("events", "x" * 1000, 0.3)
     assert long.text.endswith("[truncated]") and len(long.text) < 350
 
 
@@ -129,3 +129,41 @@ def test_impossible_readings_are_rejected_not_summarised(topic, sample, why):
     with pytest.raises(SampleError, match=why):
         agg.on_sample(topic, sample, 1.0)
     assert agg.next_seq == 0 and agg.topics[topic].extra == {}
+
+
+def test_an_event_flood_becomes_a_bounded_number_of_chunks_per_window_and_loses_no_count():
+    agg = make(watermark_period=0.5, max_events_per_window=3)
+    chunks = agg.watermark(0.0)                       # opens the first window
+    for i in range(5000):                             # 500 events/s for 10 s, samples at 100 Hz
+        t = i * 0.002
+        if i % 5 == 0:
+            chunks += agg.watermark(t)
+            agg.on_sample("joint_states", joint_sample(0.1), t)
+        chunks += agg.on_event("events", f"flood {i}", t)
+    chunks += agg.watermark(10.0)
+    events = [c for c in chunks if c.kind == KIND_EVENT]
+    windows = 20
+    assert len(events) == windows * 4                 # 3 events + 1 coalesced chunk per window
+    coalesced = [c for c in events if c.coalesced]
+    assert sum(c.coalesced for c in coalesced) + windows * 3 == 5000 == agg.coalesced_total + windows * 3
+    first = coalesced[0]
+    assert first.text.startswith("[0.0s] events: 247 more events in this 0.5 s window (burst coalesced)")
+    assert "first: flood 3;" in first.text and first.text.endswith("last: flood 249")
+    seqs = [c.seq for c in chunks if c.kind != KIND_WATERMARK]
+    assert seqs == list(range(len(seqs)))             # gap-free, in order
+    # each window's coalesced chunk comes before its watermark, after its own events
+    marks = [i for i, c in enumerate(chunks) if c.kind == KIND_WATERMARK]
+    assert chunks[marks[1] - 1].coalesced == 247
+
+
+def test_without_watermarks_a_burst_is_flushed_by_the_next_window_in_order():
+    agg = make(max_events_per_window=2, event_window=1.0)
+    out = []
+    for i in range(6):
+        out += agg.on_event("events", f"e{i}", 0.1 * i)
+    assert [c.text for c in out] == ["[0.0s] events: e0", "[0.1s] events: e1"]
+    out += agg.watermark(0.9)                          # still inside the window: nothing due
+    assert len(out) == 2
+    out += agg.on_event("events", "next", 1.2)         # a new window: the burst first, then the event
+    assert [c.coalesced for c in out] == [0, 0, 4, 0] and out[2].stamp == 0.0
+    assert [c.seq for c in out] == [0, 1, 2, 3] and out[3].text == "[1.2s] events: next"

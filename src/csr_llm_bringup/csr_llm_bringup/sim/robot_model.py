@@ -20,7 +20,8 @@ Robot
             positive lift/wrist pitch the arm forward/down (rotation about +y).
             Effort motors with ctrlrange = effort limits, joint damping and rotor armature.
   sensors   touch sites on both finger pads (grip force), accelerometer/gyro/orientation at the IMU
-            site on the base.
+            site on the base; the head depth camera (depth_camera.py) casts rays from a mast on the
+            base and sees every geom except the robot's own (geom group ROBOT_GEOM_GROUP).
 
 World (x forward from the start pose)
   door      a hinged door with a spring-returned lever handle: a horizontal bar (radius 7 mm,
@@ -30,7 +31,11 @@ World (x forward from the start pose)
             so gripping it needs no base motion; pulling swings the door open (hinge z, damped).
   zones     rectangles on the floor (see DEFAULT_WORLD): door around the start, corridor behind
             it (-x, with the low-friction patch), warehouse beyond the door (+x).
+  handle    ``handle``: "lever" (the bar above, on a tall backplate), "knob" (a ball knob at the
+            bar's middle on a round rose, no lever joint) or "none" (a plain panel): what the
+            head camera tells apart (level 1 picks the open_door variant from it).
   shelf     a mocap board that the scenario moves under the object it places.
+  crate     a mocap box (visual only, like the person) a scenario can put in the robot's path.
   object    a 0.2 kg flat box (free joint, 0.14 x 0.08 x 0.022 m), parked out of the world (no
             contacts, gravity compensated) until a scenario places it: "in reach" places it with its
             front 6 cm overhanging the edge of an inclined shelf board (a carton-flow shelf,
@@ -47,6 +52,8 @@ import math
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from csr_llm_core.robot_description import LIMIT_KEYS
+
+from .depth_camera import ROBOT_GEOM_GROUP
 
 JOINTS: List[str] = ["arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper"]
 WHEELS: List[str] = ["wheel_left", "wheel_right"]
@@ -69,6 +76,11 @@ APPROACH_HANDLE_POSE = {"arm_shoulder_pan": 0.30, "arm_shoulder_lift": 0.70, "ar
 # End pose of reach_shelf: where a scenario can place an object "in reach".
 REACH_SHELF_POSE = {"arm_shoulder_pan": -0.40, "arm_shoulder_lift": 0.80, "arm_elbow": -0.80,
                     "arm_wrist": 0.40, "gripper": 0.04}
+# End pose of reach_shelf_low (the low-shelf variant of pick_object): the grip centre 22 cm lower,
+# the hand pitched as in REACH_SHELF_POSE.
+REACH_SHELF_LOW_POSE = {"arm_shoulder_pan": -0.40, "arm_shoulder_lift": 1.05, "arm_elbow": -0.50,
+                        "arm_wrist": -0.10, "gripper": 0.04}
+HANDLE_TYPES = ("lever", "knob", "none")
 
 DEFAULT_WORLD = {
     # base geometry and traction
@@ -85,6 +97,7 @@ DEFAULT_WORLD = {
     "default_zone": "corridor",
     "slip_patches": [{"box": [-1.8, -0.9, -1.5, 1.5], "friction": 0.06}],
     "handle_pose": dict(APPROACH_HANDLE_POSE),
+    "handle": "lever",             # lever | knob | none (HANDLE_TYPES)
     "door_hinge_offset": 0.70,     # hinge this far to the right (-y) of the handle
     "door_damping": 3.0,
     "door_stiffness": 1.0,
@@ -109,6 +122,9 @@ SHELF_HALF = (0.12, 0.12, 0.01)
 SHELF_OFFSET = 0.03 + 0.12  # shelf board centre beyond the grip centre (its edge 3 cm out)
 OBJECT_MASS = 0.2
 PARKED_OBJECT = (0.0, 30.0, 1.0)
+CRATE_HALF = (0.25, 0.25, 0.25)
+PARKED_CRATE = (0.0, 40.0, 0.25)
+KNOB_RADIUS = 0.022
 
 
 def world_config(overrides: Optional[dict] = None) -> dict:
@@ -132,6 +148,8 @@ def build_mjcf(limits: Optional[Mapping[str, Sequence[float]]] = None, world: Op
     for k, v in (limits or {}).items():
         lim[k] = list(v)
     w = world_config(world)
+    if w["handle"] not in HANDLE_TYPES:
+        raise ValueError(f"handle must be one of {HANDLE_TYPES}, got {w['handle']!r}")
     lo, hi, emax = lim["position_min"], lim["position_max"], lim["effort_max"]
     r = float(w["wheel_radius"])
     track = float(w["wheel_track"])
@@ -154,23 +172,27 @@ def build_mjcf(limits: Optional[Mapping[str, Sequence[float]]] = None, world: Op
                        for i, j in enumerate(JOINTS))
     ps = w["person_start"]
     sh = w["shelf_default"]
+    handle = _handle_mjcf(str(w["handle"]), off, panel_dx, hz)
     return f"""<mujoco model="csr_llm_mobile_manipulator">
   <compiler angle="radian" autolimits="true"/>
   <option timestep="{timestep}" gravity="0 0 -9.81" integrator="implicitfast"/>
   <default>
     <geom contype="0" conaffinity="0" density="0"/>
-    <default class="grip">
-      <geom contype="2" conaffinity="0" friction="1.5 0.02 0.001" solref="0.004 1" solimp="0.95 0.99 0.001"/>
-    </default>
     <default class="world">
       <geom contype="1" conaffinity="3" friction="1.0 0.02 0.001"/>
+    </default>
+    <default class="robot">
+      <geom group="{ROBOT_GEOM_GROUP}"/>
+      <default class="grip">
+        <geom contype="2" conaffinity="0" friction="1.5 0.02 0.001" solref="0.004 1" solimp="0.95 0.99 0.001"/>
+      </default>
     </default>
   </default>
   <worldbody>
     <light pos="0 0 4" dir="0 0 -1"/>
     <geom name="floor" class="world" type="plane" size="12 12 0.1" rgba="0.8 0.8 0.8 1"/>
 {patches}
-    <body name="base" pos="0 0 0">
+    <body name="base" pos="0 0 0" childclass="robot">
       <joint name="base_x" type="slide" axis="1 0 0"/>
       <joint name="base_y" type="slide" axis="0 1 0"/>
       <joint name="base_yaw" type="hinge" axis="0 0 1"/>
@@ -223,14 +245,7 @@ def build_mjcf(limits: Optional[Mapping[str, Sequence[float]]] = None, world: Op
              stiffness="{float(w['door_stiffness']):.6g}"/>
       <geom name="door_panel" type="box" pos="0 {off / 2 + 0.05:.6g} 1.0" size="0.02 {off / 2 + 0.15:.6g} 1.0" mass="8"
             rgba="0.6 0.4 0.2 1"/>
-      <body name="handle_lever" pos="{-panel_dx:.6g} {off + HANDLE_HALF_LENGTH:.6g} {hz:.6g}" gravcomp="1">
-        <joint name="handle_lever" type="hinge" axis="1 0 0" range="-0.6 0.6" stiffness="{LEVER_STIFFNESS}"
-               damping="0.05" armature="0.002"/>
-        <geom name="handle" class="world" type="capsule" pos="0 {-HANDLE_HALF_LENGTH} 0" zaxis="0 1 0"
-              size="{HANDLE_RADIUS} {HANDLE_HALF_LENGTH}" mass="0.2" rgba="0.8 0.8 0.1 1"/>
-        <geom type="box" pos="{panel_dx / 2:.6g} 0 0" size="{panel_dx / 2:.6g} 0.01 0.01" mass="0.02"
-              rgba="0.8 0.8 0.1 1"/>
-      </body>
+{handle}
     </body>
     <body name="shelf" mocap="true" pos="{_f(sh)}">
       <geom name="shelf_board" class="world" type="box" size="{_f(SHELF_HALF)}" rgba="0.5 0.35 0.2 1"/>
@@ -239,6 +254,9 @@ def build_mjcf(limits: Optional[Mapping[str, Sequence[float]]] = None, world: Op
       <freejoint name="object_free"/>
       <geom name="object" type="box" size="{_f(OBJECT_HALF)}" mass="{OBJECT_MASS}" friction="1.0 0.02 0.001"
             rgba="0.2 0.7 0.3 1"/>
+    </body>
+    <body name="crate" mocap="true" pos="{_f(PARKED_CRATE)}">
+      <geom name="crate" type="box" size="{_f(CRATE_HALF)}" rgba="0.6 0.5 0.3 1"/>
     </body>
     <body name="person" mocap="true" pos="{_f([ps[0], ps[1], 0.9])}">
       <geom name="person" type="capsule" size="{float(w['person_radius']):.6g} 0.7" rgba="0.9 0.7 0.6 1"/>
@@ -256,3 +274,29 @@ def build_mjcf(limits: Optional[Mapping[str, Sequence[float]]] = None, world: Op
   </sensor>
 </mujoco>
 """
+
+
+def _handle_mjcf(kind: str, off: float, panel_dx: float, hz: float) -> str:
+    """The door's handle bodies (door frame): the sprung lever on its backplate, a knob, or nothing.
+
+    Collision geoms sit in child bodies: mj_multiRay skips a body whose collision geoms' bounding
+    volume the ray misses, so a visual panel sharing a body with a small collision geom goes unseen."""
+    face = -0.02        # the panel's front face (door frame x)
+    if kind == "none":
+        return ""
+    if kind == "knob":
+        return f"""      <geom name="knob_rose" type="cylinder" pos="{face - 0.01:.6g} {off:.6g} {hz:.6g}" zaxis="1 0 0"
+            size="0.06 0.01" rgba="0.7 0.7 0.7 1"/>
+      <body name="knob" pos="{-panel_dx:.6g} {off:.6g} {hz:.6g}">
+        <geom name="handle" class="world" type="sphere" size="{KNOB_RADIUS}" rgba="0.8 0.8 0.1 1"/>
+      </body>"""
+    plate = f"{face - 0.012:.6g} {off + HANDLE_HALF_LENGTH:.6g} {hz - 0.05:.6g}"
+    return f"""      <geom name="lever_plate" type="box" pos="{plate}" size="0.012 0.035 0.16" rgba="0.7 0.7 0.7 1"/>
+      <body name="handle_lever" pos="{-panel_dx:.6g} {off + HANDLE_HALF_LENGTH:.6g} {hz:.6g}" gravcomp="1">
+        <joint name="handle_lever" type="hinge" axis="1 0 0" range="-0.6 0.6" stiffness="{LEVER_STIFFNESS}"
+               damping="0.05" armature="0.002"/>
+        <geom name="handle" class="world" type="capsule" pos="0 {-HANDLE_HALF_LENGTH} 0" zaxis="0 1 0"
+              size="{HANDLE_RADIUS} {HANDLE_HALF_LENGTH}" mass="0.2" rgba="0.8 0.8 0.1 1"/>
+        <geom type="box" pos="{panel_dx / 2:.6g} 0 0" size="{panel_dx / 2:.6g} 0.01 0.01" mass="0.02"
+              rgba="0.8 0.8 0.1 1"/>
+      </body>"""

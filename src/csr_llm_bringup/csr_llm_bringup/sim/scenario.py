@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Tuple
 import yaml
 
 from ..decision_score import ExpectationChange
-from .robot_model import JOINTS
+from .robot_model import HANDLE_TYPES, JOINTS, world_config
 from .scenario_format import (TOP_KEYS, Event, Goal, ScenarioError, conditions_hold, default_catalogue,
                               finite_number, parse_event, parse_goal)
 
@@ -41,6 +41,15 @@ class Scenario:
         self.robot_start = None if robot is None else (
             finite_number(robot.get("x", 0.0), "robot.x"), finite_number(robot.get("y", 0.0), "robot.y"),
             finite_number(robot.get("yaw", 0.0), "robot.yaw"))
+        world = data.get("world") or {}
+        if not isinstance(world, dict):
+            raise ScenarioError(f"{source}: world must be a mapping of world settings")
+        try:
+            if world_config(world)["handle"] not in HANDLE_TYPES:
+                raise ValueError(f"handle must be one of {list(HANDLE_TYPES)}")
+        except ValueError as err:
+            raise ScenarioError(f"{source}: world: {err}") from None
+        self.world = dict(world)
         person = data.get("person")
         self.person_start = None if person is None else (finite_number(person.get("x"), "person.x"),
                                                                  finite_number(person.get("y"), "person.y"))
@@ -162,6 +171,12 @@ class Scenario:
             if h is not None:
                 world.heat(h["joint"], rate=float(h.get("rate", 0.0)), duration=float(h.get("duration", 0.0)),
                            add=float(h.get("add", 0.0)))
+            c = ev.crate
+            if c is not None:
+                if c.get("remove"):
+                    world.remove_crate()
+                else:
+                    world.place_crate(float(c["position"][0]), float(c["position"][1]), float(c.get("yaw", 0.0)))
             d = ev.drive
             if d is not None:
                 world.drive(float(d["speed"]), to_x=None if d.get("to_x") is None else float(d["to_x"]),

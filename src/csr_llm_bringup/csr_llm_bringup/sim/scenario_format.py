@@ -28,7 +28,10 @@ name or {joint: rad}} | {name, position: [x, y, z], yaw} | {remove: true}), heat
 duration: s} and/or {joint, add: C}), drive ({speed, to_x, heading, timeout} | {speed, duration},
 optional brake: s of wheels held at zero afterwards): an operator takeover of the base that
 overrides cmd_vel until done; kept for tests, the suite's
-task scenarios leave driving to the decisions).
+task scenarios leave driving to the decisions), crate ({position: [x, y], yaw} | {remove: true}: the
+visual crate on the floor, what the head camera sees in the path).
+``world`` (top level, optional): world settings of robot_model.DEFAULT_WORLD for this scenario,
+e.g. ``world: {handle: knob}`` (lever | knob | none).
 
 Decision expectations (scored by csr_llm_bringup/decision_score.py)::
 
@@ -77,8 +80,8 @@ _SCALAR_CONDITIONS = {
 }
 _EQUAL_CONDITIONS = {"on_slip": "on_slip", "zone": "zone", "driving": "driving"}
 _TEMPERATURE_CONDITIONS = ("temperature_above", "temperature_below")
-_EVENT_KEYS = {"id", "at", "when", "after", "delay", "say", "person", "object", "heat", "drive", "expect"}
-TOP_KEYS = {"name", "description", "duration", "robot", "person", "events", "goals", "bench"}
+_EVENT_KEYS = {"id", "at", "when", "after", "delay", "say", "person", "object", "heat", "drive", "crate", "expect"}
+TOP_KEYS = {"name", "description", "duration", "robot", "person", "events", "goals", "bench", "world"}
 _GOAL_KEYS = {"id", "when", "by"}
 
 
@@ -99,6 +102,7 @@ class Event:
     object: Optional[dict] = None
     heat: Optional[dict] = None
     drive: Optional[dict] = None
+    crate: Optional[dict] = None
     has_expect: bool = False               # the event carries `expect` (None below = `expect: none`)
     expect: Optional[Expectation] = None
     fired_at: Optional[float] = None
@@ -217,6 +221,15 @@ def parse_event(i: int, raw: dict, catalogue=None) -> Event:
             if k in d:
                 finite_number(d[k], f"{where}.drive.{k}")
         ev.drive = dict(d)
+    if "crate" in raw:
+        c = raw["crate"]
+        if not isinstance(c, dict) or not ({"position", "remove"} & set(c)):
+            raise ScenarioError(f"{where}.crate: expected {{position: [x, y]}} or {{remove: true}}")
+        if "position" in c and (not isinstance(c["position"], (list, tuple)) or len(c["position"]) != 2):
+            raise ScenarioError(f"{where}.crate.position: expected [x, y]")
+        for v in c.get("position", []) + ([c["yaw"]] if "yaw" in c else []):
+            finite_number(v, f"{where}.crate")
+        ev.crate = dict(c)
     if "expect" in raw:
         ev.has_expect = True
         try:

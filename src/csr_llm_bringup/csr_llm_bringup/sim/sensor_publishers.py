@@ -4,7 +4,9 @@ Publishes (relative names) ``joint_states`` (the ``joints`` order, then the whee
 ``publish_wheels``), ``imu``, ``odom``, ``gripper/wrench``, ``motor_temperature`` (one message per
 joint, header.frame_id = joint), ``proximity`` (sensor_msgs/Range), ``zone`` and
 ``detected_objects`` (csr_llm_msgs/DetectedObjects: the placed objects in the base frame, as a
-perception node would report them).
+perception node would report them), and the head depth camera as an RGB-D driver publishes it:
+``camera/depth/image_raw`` (sensor_msgs/Image, 32FC1 metres, +inf = no return, REP 118) and
+``camera/depth/camera_info`` (sensor_msgs/CameraInfo, pinhole, no distortion).
 
 The physics thread publishes these at up to 1 kHz, so every message except detected_objects is
 built once and refilled in place: the joint state's arrays are written through numpy views on the
@@ -22,7 +24,7 @@ import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Pose, WrenchStamped
 from nav_msgs.msg import Odometry
-from sensor_msgs.msg import Imu, JointState, Range, Temperature
+from sensor_msgs.msg import CameraInfo, Image, Imu, JointState, Range, Temperature
 from std_msgs.msg import String
 
 from csr_llm_msgs.msg import DetectedObjects
@@ -38,7 +40,7 @@ class SensorPublishers:
     """Sensor publishers of `node`, filled from `sim` at the shared `stamp`."""
 
     def __init__(self, node, sim: Simulator, joints: Sequence[str], stamp: Time, base_frame: str, odom_frame: str,
-                 max_range: float, publish_wheels: bool):
+                 max_range: float, publish_wheels: bool, camera_frame: str = "camera_depth_optical_frame"):
         self.sim = sim
         self.stamp = stamp
         self.base_frame = base_frame
@@ -52,6 +54,20 @@ class SensorPublishers:
         self.pub_range = node.create_publisher(Range, "proximity", RELIABLE)
         self.pub_zone = node.create_publisher(String, "zone", RELIABLE)
         self.pub_objects = node.create_publisher(DetectedObjects, "detected_objects", RELIABLE)
+        self.pub_depth = node.create_publisher(Image, "camera/depth/image_raw", qos.SENSORS)
+        self.pub_info = node.create_publisher(CameraInfo, "camera/depth/camera_info", qos.SENSORS)
+        spec = sim.camera.spec
+        fx, fy, cx, cy = spec.intrinsics()
+        self.msg_depth = Image(height=spec.height, width=spec.width, encoding="32FC1", is_bigendian=0,
+                               step=4 * spec.width)
+        self.msg_depth.header.stamp = stamp
+        self.msg_depth.header.frame_id = camera_frame
+        self.msg_info = CameraInfo(height=spec.height, width=spec.width, distortion_model="plumb_bob",
+                                   d=[0.0] * 5, k=[fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0],
+                                   r=[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+                                   p=[fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0])
+        self.msg_info.header.stamp = stamp
+        self.msg_info.header.frame_id = camera_frame
 
         names = list(joints) + (list(sim.wheel_states()[0]) if publish_wheels else [])
         n = len(names)
@@ -99,6 +115,12 @@ class SensorPublishers:
         self.publish_proximity()
         self.publish_zone()
         self.publish_objects()
+
+    def publish_depth(self) -> None:
+        depth, _ = self.sim.depth_image()
+        self.msg_depth.data = depth.astype("<f4").tobytes()
+        self.pub_depth.publish(self.msg_depth)
+        self.pub_info.publish(self.msg_info)
 
     def publish_wrench(self) -> None:
         self.msg_wrench.wrench.force.z = self.sim.grip_force()

@@ -24,6 +24,8 @@ class SimulatorConfig:
     proximity_hz: float = 10.0
     zone_hz: float = 10.0
     truth_hz: float = 10.0                 # sim/truth (JSON ground truth); 0 = off
+    camera_hz: float = 30.0                # head depth camera (camera/depth/*); 0 = off
+    camera_frame: str = "camera_depth_optical_frame"
     clock_period: float = 0.001            # /clock every this many sim seconds
     # > 0: after each boundary of this many sim seconds wait for a decision stamped >= it
     lockstep_decision_period: float = 0.0
@@ -45,4 +47,4 @@ class SimulatorConfig:
     def rates(self) -> Dict[str, float]:
         return {name: float(getattr(self, name)) for name in (
             "joint_state_hz", "imu_hz", "odom_hz", "wrench_hz", "temperature_hz", "proximity_hz", "zone_hz",
-            "truth_hz")}
+            "truth_hz", "camera_hz")}

@@ -26,14 +26,17 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import mujoco
 import numpy as np
 
+from .depth_camera import CameraSpec, DepthCamera, mount_pose
 from .readouts import Readouts
-from .robot_model import APPROACH_HANDLE_POSE, JOINTS, REACH_SHELF_POSE, build_mjcf, default_limits, world_config
+from .robot_model import (APPROACH_HANDLE_POSE, JOINTS, REACH_SHELF_LOW_POSE, REACH_SHELF_POSE, build_mjcf,
+                          default_limits, world_config)
 from .thermal import ThermalModel
 from .world_actions import WorldActions
 
 GRAVITY = 9.81
 SLOW_EVERY = 10          # steps between the 100 Hz updates (thermal, person, drive, scenario)
-NAMED_POSES = {"approach_handle": APPROACH_HANDLE_POSE, "reach_shelf": REACH_SHELF_POSE}
+NAMED_POSES = {"approach_handle": APPROACH_HANDLE_POSE, "reach_shelf": REACH_SHELF_POSE,
+               "reach_shelf_low": REACH_SHELF_LOW_POSE}
 
 
 def _clip(v: float, lim: float) -> float:
@@ -46,7 +49,9 @@ class Simulator(WorldActions, Readouts):
     def __init__(self, limits: Optional[Dict[str, Sequence[float]]] = None, world: Optional[dict] = None,
                  scenario=None, timestep: float = 0.001, base_max_linear: float = 0.5,
                  base_max_angular: float = 1.0, cmd_vel_timeout: float = 0.5, thermal: Optional[dict] = None,
-                 velocity_limit: bool = True):
+                 velocity_limit: bool = True, camera: Optional[CameraSpec] = None):
+        if world is None and scenario is not None:
+            world = scenario.world      # the scenario's world settings (handle type, ...)
         lim = default_limits()
         for k, v in (limits or {}).items():
             lim[k] = [float(x) for x in v]
@@ -92,6 +97,8 @@ class Simulator(WorldActions, Readouts):
         self._obj_geom = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "object")
         self._person_mocap = int(m.body_mocapid[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "person")])
         self._shelf_mocap = int(m.body_mocapid[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "shelf")])
+        self._crate_mocap = int(m.body_mocapid[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "crate")])
+        self.camera = DepthCamera(m, camera)
 
         def sadr(name: str) -> int:
             return int(m.sensor_adr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, name)])
@@ -185,6 +192,11 @@ class Simulator(WorldActions, Readouts):
         s = self._scratch
         s.qpos[:] = self.data.qpos
         return self._fk_grip(self.model, s, self.base_pose(), pose)
+
+    def depth_image(self):
+        """The head camera's depth image (float32 m, +inf = no return) and geom ids, as of now."""
+        position, rotation = mount_pose(self.camera.spec, self.base_pose())
+        return self.camera.capture(self.data, position, rotation)
 
     # ------------------------------------------------------------------ commands
     def check_efforts(self, values) -> Tuple[Optional[np.ndarray], Optional[str]]:

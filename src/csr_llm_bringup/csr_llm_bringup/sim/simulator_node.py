@@ -8,8 +8,9 @@ message per joint, header.frame_id = joint), ``proximity`` (sensor_msgs/Range), 
 ``events`` (std_msgs/String), ``sim/truth`` (JSON, optional), ``scenario/expectations`` (JSON per
 fired event, reliable + transient local: the decision-scoring timeline) and ``/clock``. Every
 stamp is sim time. ``detected_objects`` (csr_llm_msgs/DetectedObjects, with the zone): the placed
-objects in the base frame, as a perception node would report them. The sensor topics' publishers
-and preallocated messages are in sensor_publishers.py.
+objects in the base frame, as a perception node would report them. ``camera/depth/image_raw`` and
+``camera/depth/camera_info`` (``camera_hz``): the head depth camera (depth_camera.py). The sensor
+topics' publishers and preallocated messages are in sensor_publishers.py.
 
 The physics runs in its own thread (not a timer): step, publish what is due, pace to
 ``real_time_factor`` (0 = as fast as possible); with ``lockstep_decision_period`` > 0 it stops at
@@ -141,7 +142,7 @@ class SimulatorNode(Node):
         self.msg_clock = Clock()
         self.msg_clock.clock = self.stamp
         self.sensors = SensorPublishers(self, self.sim, joints, self.stamp, self.base_frame, self.odom_frame,
-                                        self.max_range, self.publish_wheels)
+                                        self.max_range, self.publish_wheels, cfg.camera_frame)
         self.pub_events = self.create_publisher(String, "events", EVENTS_QOS)
         self.pub_truth = self.create_publisher(String, "sim/truth", RELIABLE)
         self.msg_event = String()
@@ -247,6 +248,7 @@ class SimulatorNode(Node):
         e_imu, e_odom, e_wrench = every["imu_hz"], every["odom_hz"], every["wrench_hz"]
         e_temp, e_range, e_zone, e_truth = (every["temperature_hz"], every["proximity_hz"], every["zone_hz"],
                                             every["truth_hz"])
+        e_camera = every["camera_hz"]
         self._set_stamp()
         self.pub_clock.publish(self.msg_clock)
         sensors.publish_state()
@@ -300,6 +302,8 @@ class SimulatorNode(Node):
             if e_zone and k % e_zone == 0:
                 sensors.publish_zone()
                 sensors.publish_objects()
+            if e_camera and k % e_camera == 0:
+                sensors.publish_depth()
             if e_truth and k % e_truth == 0:
                 truth = sim.truth()
                 truth["lockstep_waits"], truth["lockstep_timeouts"] = lock.waits, lock.timeouts

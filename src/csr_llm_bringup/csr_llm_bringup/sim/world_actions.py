@@ -6,6 +6,7 @@ The scenario engine (scenario.py) calls these on the ``Simulator`` (which inheri
     (``_update_person``) and moves the person's mocap body.
   * object: place it on the shelf board (at a position, or "in reach" of a named arm pose, the board
     moved under it) or park it out of the world (``remove_object``).
+  * crate: put the (visual) crate on the floor at (x, y, yaw) or park it out of the world.
   * heat: extra heat on a joint motor (thermal.py).
   * drive: a scripted operator takeover of the base that overrides cmd_vel until done; steered in
     the 100 Hz update (``_update_drive``); ``driving`` says whether one is active.
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union, cast
 import mujoco
 import numpy as np
 
-from .robot_model import JOINTS, OBJECT_HALF, OBJECT_OFFSET, PARKED_OBJECT, SHELF_HALF, SHELF_OFFSET
+from .robot_model import JOINTS, OBJECT_HALF, OBJECT_OFFSET, PARKED_CRATE, PARKED_OBJECT, SHELF_HALF, SHELF_OFFSET
 from .thermal import ThermalModel
 
 
@@ -45,6 +46,7 @@ class WorldActions:
     _obj_body: int
     _obj_geom: int
     _shelf_mocap: int
+    _crate_mocap: int
     object_present: bool
     object_name: str
     thermal: ThermalModel
@@ -150,6 +152,13 @@ class WorldActions:
         self._set_object_collisions(0, 0)
         m.body_gravcomp[self._obj_body] = 1.0
         self.object_present = False
+
+    def place_crate(self, x: float, y: float, yaw: float = 0.0) -> None:
+        self.data.mocap_pos[self._crate_mocap] = (float(x), float(y), PARKED_CRATE[2])
+        self.data.mocap_quat[self._crate_mocap] = (math.cos(0.5 * yaw), 0.0, 0.0, math.sin(0.5 * yaw))
+
+    def remove_crate(self) -> None:
+        self.data.mocap_pos[self._crate_mocap] = PARKED_CRATE
 
     def heat(self, joint: str, rate: float = 0.0, duration: float = 0.0, add: float = 0.0) -> None:
         if joint not in JOINTS:
