@@ -131,7 +131,7 @@ $(STAMPS)/llama-server: requirements-server.txt | $(STAMPS)/pip
 	@touch $@
 setup: $(STAMPS)/llama-server
 
-# R1/R2 on llama-server processes versus the embedded engine: TTFT at 1K-8K (cached / uncached),
+# R1/R2 on llama-server processes versus the embedded engine: TTFT at 1.5K-8K (cached / uncached),
 # ASR over two servers through >= 5 evictions; build/bench/remote.json.
 .PHONY: bench-remote
 bench-remote: setup

@@ -35,6 +35,8 @@ from .synthetic import chunk_text
 
 
 def _prefix(engine: LlamaEngine, head: list, target: int) -> list:
+    if target <= len(head):
+        raise ValueError(f"prefix size {target} is not above the static head ({len(head)} tokens)")
     tokens, seq = list(head), 0
     while len(tokens) < target:
         tokens += engine.tokenize_plain(chunk_line(chunk_text(seq)))
@@ -66,6 +68,7 @@ def ttft_rows(sizes, repeats: int, catalogue, template, port: int, log_dir: Path
             uncached = backend.decide(suffixes[repeats], grammar)
             backend.cache_prompt = True
             local_same = local.decide(suffixes[repeats], grammar)   # what the uncached request must decide
+            pairs = list(zip(there + [uncached], here + [local_same]))      # (server, embedded), same prompt
             local_ms = statistics.median(r.ttft_ms for r in here)
             cached_ms = statistics.median(r.ttft_ms for r in there)
             rows.append({"prefix_tokens": size, "local_ms": round(local_ms, 1), "server_cached_ms": round(cached_ms, 1),
@@ -75,8 +78,8 @@ def ttft_rows(sizes, repeats: int, catalogue, template, port: int, log_dir: Path
                          "cached_over_local": round(cached_ms / local_ms, 2),
                          "uncached_over_cached": round(uncached.ttft_ms / cached_ms, 1),
                          "local_range_ms": _range(here), "server_range_ms": _range(there),
-                         "same_decision": all(a.decision == b.decision for a, b in
-                                              zip(there + [uncached], here + [local_same])),
+                         "same_decision": all(a.decision == b.decision for a, b in pairs),
+                         "mismatches": [[a.text, b.text] for a, b in pairs if a.decision != b.decision],
                          "decision": here[0].text})
             print(_row(rows[-1]), flush=True)
         backend.close()
@@ -131,7 +134,8 @@ def asr_runs(args, catalogue, template, ports, log_dir: Path) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="1024,2048,4096,8192")
+    # the configured head is ~1.3K tokens: the smallest prefix holds some chunks
+    parser.add_argument("--sizes", default="1536,2048,4096,8192")
     parser.add_argument("--repeats", type=int, default=5)
     # the configured head is ~1.3K tokens: tau_mem leaves ~1.2K for chunks, ~20 chunks between evictions;
     # rates a 2-core machine carries with two servers and the bench on it

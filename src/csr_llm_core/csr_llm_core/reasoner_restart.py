@@ -28,20 +28,24 @@ class WarmRestartMixin:
     def _set_primary_view(self, tokens: list, version: int) -> None: ...
 
     def save(self, directory: Union[str, Path]) -> Optional[dict]:
-        """Save the logical state and the primary's KV cache; skipped while reconciling."""
+        """Save the logical state and an embedded primary's KV cache (skipped while reconciling).
+
+        A server primary is not touched (it may be down): the logical state alone is saved."""
         directory = Path(directory)
         with self._engine_lock:
             self._primary_idle.clear()
             try:
-                self._sync_primary()
+                local = self.primary.is_local
+                if local:
+                    self._sync_primary()
                 with self._lock:
-                    if self._reconciling or self._primary_view != self.state.tokens():
+                    if local and (self._reconciling or self._primary_view != self.state.tokens()):
                         self.log.warning("state not saved: reconciliation in progress")
                         return None
                     snapshot = dict(self.state.snapshot(), last_seq=self.last_seq, seq_gaps=self.seq_gaps)
                 directory.mkdir(parents=True, exist_ok=True)
                 stamp = {"state_version": self.state.version, "kv": f"kept by {self.primary.name}'s server"}
-                if self.primary.is_local:     # a server keeps its own cache: only the logical state is ours
+                if local:     # a server keeps its own cache: only the logical state is ours
                     stamp = self.primary.save_state(directory / "kv_state.bin", state_version=self.state.version)
                 (directory / "csr_state.json").write_text(json.dumps(snapshot))
                 return stamp
