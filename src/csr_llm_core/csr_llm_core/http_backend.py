@@ -307,7 +307,7 @@ def settled_text(grammar: DecisionGrammar, text: str) -> Optional[str]:
     need not wait for the server to spell it out. A text that left the grammar settles nothing."""
     if not text:
         return None
-    candidates = []
+    candidates: List[Optional[str]] = []   # None: an intent whose arguments are still to come
     for name in grammar.catalogue.names:
         lead = f'{name}", "args": {{'
         if grammar.catalogue[name].arguments:
