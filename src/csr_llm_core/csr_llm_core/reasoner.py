@@ -143,8 +143,9 @@ class Reasoner(FailoverMixin, WarmRestartMixin):
         if template.calibrate and all(e.is_local for e in self.resources):
             self.calibration = self.prompt.calibrate(self.primary, self.grammar, head)
         elif template.calibrate:   # one decision policy on every resource, so none is calibrated
-            self.log.warning("intent calibration needs next-token logits in this process: off, because %s "
-                             "on a server", ", ".join(e.name for e in self.resources if not e.is_local))
+            self.log.warning("intent calibration needs next-token logits in this process: off for every "
+                             "resource, as %s run on a server",
+                             ", ".join(e.name for e in self.resources if not e.is_local))
 
     @property
     def rejected_running(self) -> List[str]:

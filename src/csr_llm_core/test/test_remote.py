@@ -15,7 +15,7 @@ from csr_llm_core.backend import DecisionRefused
 from csr_llm_core.csr_state import KIND_CONTINUOUS, KIND_EVENT
 from csr_llm_core.failover import ResourceHealth
 from csr_llm_core.grammar import DecisionGrammar
-from csr_llm_core.http_backend import HttpBackend, RemoteResource, parse_decision
+from csr_llm_core.http_backend import HttpBackend, RemoteResource, parse_decision, settled_text
 from csr_llm_core.prompt import chunk_line, tokenize_suffix
 from csr_llm_core.reasoner import Reasoner, ReasonerConfig
 from csr_llm_core.synthetic import chunk_text
@@ -259,6 +259,10 @@ def test_numbers_are_clamped_like_the_local_decoder_and_everything_else_validate
         parse_decision(grammar, 'move_to", "args": {"zone": "warehouse"}}', "R1")     # speed missing
     with pytest.raises(DecisionRefused):
         parse_decision(grammar, 'stop", "args": {}, "why": "x"}', "R1")               # extra key
+    # a decision ends as soon as the grammar fixes it: an intent without arguments, named unambiguously
+    assert settled_text(grammar, "ho") == 'hold_position", "args": {}}'
+    assert settled_text(grammar, "mo") is None                  # move_to: its arguments are still to come
+    assert settled_text(grammar, 'open_door", "args": {}} and more') is None      # left the grammar
 
 
 def test_vllm_request_shape_matches_the_recorded_exchange(scripted, catalogue, engines, monkeypatch):
