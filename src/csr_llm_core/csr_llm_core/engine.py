@@ -43,6 +43,7 @@ class DecodeResult:
     total_ms: float            # until the decision was complete
     prefix_tokens: int         # cached prefix length the decision was made on
     suffix_tokens: int
+    cached_tokens: int = -1    # prompt tokens served from the cache (-1: the resource did not say)
 
 
 def tokens_digest(tokens: Sequence[int]) -> str:
@@ -50,7 +51,9 @@ def tokens_digest(tokens: Sequence[int]) -> str:
 
 
 class LlamaEngine:
-    """A llama.cpp context plus the exact token list its KV cache holds."""
+    """A llama.cpp context plus the exact token list its KV cache holds (the embedded backend)."""
+
+    is_local = True
 
     def __init__(self, model_path: Union[str, Path, None] = None, *, n_ctx: int = 4096, n_threads: int = 1,
                  n_batch: int = 256, name: str = "R1", llm=None):
@@ -178,7 +181,10 @@ class LlamaEngine:
             ttft = total
         assert run.result is not None, "the decode loop ends only when the grammar has returned"
         return DecodeResult(run.result, list(run.tokens), list(run.chosen), run.text,
-                            ttft * 1e3, total * 1e3, prefix_len, len(suffix))
+                            ttft * 1e3, total * 1e3, prefix_len, len(suffix), cached_tokens=prefix_len)
+
+    def healthy(self) -> bool:
+        return True           # in this process: it fails only with the process
 
     # --- saved state -----------------------------------------------------------------------
     def save_state(self, path: Union[str, Path], *, state_version: int) -> dict:

@@ -330,15 +330,20 @@ class DecisionGrammar:
         run._defer(after)
         return arg.clamp(float(text))
 
-    def to_gbnf(self) -> str:
-        """The same grammar in llama.cpp GBNF (for remote llama.cpp/vLLM servers)."""
+    def to_gbnf(self, grounded: Optional[Sequence[str]] = None) -> str:
+        """The same grammar in llama.cpp GBNF (for remote llama.cpp/vLLM servers).
+
+        `grounded` limits string arguments as `start(grounded=...)` does (all values when the
+        state mentions none of them)."""
+        names = frozenset(grounded) if grounded is not None else None
         rules = ["root ::= " + " | ".join(f"intent-{i.replace('_', '-')}" for i in self.catalogue.names)]
         for intent in self.catalogue.intents.values():
             parts = [json.dumps(f'{intent.name}", "args": {{')]
             for index, arg in enumerate(intent.arguments):
                 parts.append(json.dumps(f'{", " if index else ""}"{arg.name}": '))
                 if arg.type == "string":
-                    parts.append("(" + " | ".join(json.dumps(f'"{v}"') for v in arg.enum) + ")")
+                    values = [v for v in arg.enum if names is None or v in names] or list(arg.enum)
+                    parts.append("(" + " | ".join(json.dumps(f'"{v}"') for v in values) + ")")
                 elif arg.type == "bool":
                     parts.append('("true" | "false")')
                 elif arg.type == "int":

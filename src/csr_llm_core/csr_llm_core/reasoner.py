@@ -16,11 +16,13 @@ is a cache of a *view* of it: a token list it must hold.
 * In sync mode (one context) the primary re-evaluates the shortened state itself on the next
   pump or decision: the latency spike ASR removes, kept as the baseline and for tiny machines.
 
-Decision prompt: the suffix names the running task only when it is a catalogued intent (the name
-comes from a topic anyone can publish) and, when the template asks for it, repeats the newest event
-chunks; all of it is plain text, never control tokens. With `calibrate` the grammar's first intent
-token is calibrated once per head on content-free input (see grammar.py); with `ground_arguments`
-string arguments are limited to the names the live state mentions.
+Resources (backend.py): R1 and R2 are embedded llama.cpp contexts or inference servers
+(http_backend.py), in any mix, plus an optional embedded `fallback`. A resource that fails
+(`BackendUnavailable`) is marked down once (failover.py); decisions move to the secondary, else to
+the fallback, which re-syncs from the logical state, so no chunk is lost; in-flight ASR work is
+dropped and an eviction while the secondary is down is done in place. A resource that comes back
+is synced again before it serves; the fallback hands back to it through the ASR warm-up and swap.
+The suffix, grounding and calibration are decision_prompt.py's.
 
 Threads: `add_chunk` may be called from any thread; `pump`/`decide`/`save`/`restore` from one
 decision thread; the reconcile thread touches only the secondary engine.
@@ -28,20 +30,22 @@ decision thread; the reconcile thread touches only the secondary engine.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
-import re
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple, Union
 
+from .backend import BackendUnavailable, DecisionRefused, NoResourceAvailable, ReasoningBackend
 from .catalogue import IntentCatalogue
 from .csr_state import CachedState, Chunk, ChunkArchive, KIND_EVENT
-from .engine import DecodeResult, LlamaEngine, StateFileError
+from .decision_prompt import DecisionPrompt
+from .engine import DecodeResult
+from .failover import FailoverMixin, ResourceHealth
 from .grammar import DecisionGrammar
-from .prompt import CONTENT_FREE_EVENTS, PromptTemplate, chunk_line, tokenize_suffix
+from .prompt import PromptTemplate, chunk_line
+from .reasoner_restart import WarmRestartMixin
 
 MODES = ("asr", "sync")
 log = logging.getLogger("csr_llm.reasoner")
@@ -79,10 +83,11 @@ class _Stopped(Exception):
     pass
 
 
-class Reasoner:
-    def __init__(self, engines: Sequence[LlamaEngine], catalogue: IntentCatalogue, template: PromptTemplate,
+class Reasoner(FailoverMixin, WarmRestartMixin):
+    def __init__(self, engines: Sequence[ReasoningBackend], catalogue: IntentCatalogue, template: PromptTemplate,
                  config: Optional[ReasonerConfig] = None, archive_path: Union[str, Path, None] = None,
-                 logger: Optional[logging.Logger] = None):
+                 logger: Optional[logging.Logger] = None, fallback: Optional[ReasoningBackend] = None,
+                 health: Optional[ResourceHealth] = None):
         config = config if config is not None else ReasonerConfig()
         if config.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
@@ -91,19 +96,24 @@ class Reasoner:
         self.config = config
         self.log = logger or log
         self.primary = engines[0]
-        self.secondary: Optional[LlamaEngine] = engines[1] if config.mode == "asr" else None
+        self.secondary: Optional[ReasoningBackend] = engines[1] if config.mode == "asr" else None
+        self.fallback = fallback
+        self.resources = list(engines[:2 if config.mode == "asr" else 1]) + ([fallback] if fallback else [])
+        if len({e.name for e in self.resources}) < len(self.resources):
+            raise ValueError("every resource needs its own name: " + ", ".join(e.name for e in self.resources))
+        self.health = health or ResourceHealth(self.log)
+        # tokens are counted in one vocabulary: an embedded engine's when there is one (never down)
+        self._tokenizers = sorted(self.resources, key=lambda e: not e.is_local)
         self.catalogue = catalogue
-        self.grammar = DecisionGrammar(catalogue, self.primary.tokenize_plain)
         self.template = template
-        head = self.primary.tokenize(template.head_text(catalogue), bos=True)
-        self._enum_patterns = {value: re.compile(r"\b" + re.escape(value), re.IGNORECASE)
-                               for intent in catalogue.intents.values() for arg in intent.arguments
-                               for value in arg.enum}
-        self.rejected_running: List[str] = []
+        self.prompt = DecisionPrompt(catalogue, template, self.tokenize, self.tokenize_plain, self.log)
+        self.grammar = DecisionGrammar(catalogue, self.tokenize_plain)
+        head = self.tokenize(template.head_text(catalogue), bos=True)
         needed = config.tau_mem + config.suffix_reserve
-        for engine in engines[:2 if config.mode == "asr" else 1]:
+        for engine in self.resources:
             if engine.n_ctx < needed:
                 raise ValueError(f"{engine.name}: n_ctx={engine.n_ctx} is below tau_mem + suffix_reserve = {needed}")
+        self._check_one_vocabulary()
         self.state = CachedState(head, tau_mem=config.tau_mem, evict_ratio=config.evict_ratio,
                                  max_chunk_tokens=config.max_chunk_tokens, oversize_policy=config.oversize_policy,
                                  archive=ChunkArchive(archive_path))
@@ -117,83 +127,77 @@ class Reasoner:
         self._set_primary_view(self.state.tokens(), self.state.version)
         self._primary_last_seq = -1
         self._buffer: List[Chunk] = []
+        self._untokenized: List[tuple] = []     # accepted while no tokenizer answered: appended in order later
         self._reconciling = False
         self._ready: Optional[tuple] = None     # (view, version, last_seq) of a warmed secondary
         self._thread: Optional[threading.Thread] = None
         self.swaps = 0
         self.overflow_stalls = 0
+        self.failovers = 0
+        self.refused_decisions = 0
+        self.last_cached_tokens = -1
         self.last_seq: Optional[int] = None
         self.seq_gaps = 0
         self.reconcile_error: Optional[BaseException] = None
-        self.calibration: Optional[dict] = self._calibrate(head) if template.calibrate else None
+        self.calibration: Optional[dict] = None
+        if template.calibrate and all(e.is_local for e in self.resources):
+            self.calibration = self.prompt.calibrate(self.primary, self.grammar, head)
+        elif template.calibrate:   # one decision policy on every resource, so none is calibrated
+            self.log.warning("intent calibration needs next-token logits in this process: off for every "
+                             "resource, as %s run on a server",
+                             ", ".join(e.name for e in self.resources if not e.is_local))
 
-    def _calibrate(self, head: List[int]) -> dict:
-        """Content-free first-token priors, once per head, one per running task the suffix can name.
-
-        The running task is the known part of the question; the state is the template's neutral
-        state lines (sensor summaries, no events) and content-free stand-ins for the events. Runs
-        on the primary, left holding the head."""
-        priors = {}
-        neutral = [t for line in self.template.calibration_state for t in self.primary.tokenize_plain(chunk_line(line))]
-        for running in [""] + (self.catalogue.names if self.template.calibrate_per_running else []):
-            logits = []
-            for stand_in in CONTENT_FREE_EVENTS:
-                state = self.primary.tokenize_plain(chunk_line(stand_in)) if stand_in else []
-                self.primary.sync(head + neutral + state, by_line=True)
-                events = [stand_in] if stand_in else []
-                logits.append(self.primary.logits_after(self._suffix_tokens(running, 0, events)))
-            priors[running] = self.grammar.calibrate(logits, context=running)
-        self.primary.sync(head, by_line=True)
-        self.log.info("intent calibration, content-free first-token probabilities with nothing running: %s",
-                      ", ".join(f"{name}={p:.3f}" for name, p in priors[""].items()))
-        return priors
-
-    def _suffix_tokens(self, running: str, interrupts: int, events: Sequence[str]) -> List[int]:
-        return tokenize_suffix(self.template.suffix_segments(running, interrupts, events),
-                               self.primary.tokenize, self.primary.tokenize_plain)
+    @property
+    def rejected_running(self) -> List[str]:
+        return self.prompt.rejected_running
 
     def running_intent(self, running: str) -> str:
-        """The running task as the prompt may show it: a catalogued intent name, else nothing."""
-        if not running or running in self.catalogue:
-            return running or ""
-        if len(self.rejected_running) < 16:
-            self.rejected_running.append(running[:80])
-            self.log.warning("running task %r is not a catalogued intent: shown as nothing", running[:80])
-        return ""
+        return self.prompt.running_intent(running)
 
     def decision_inputs(self, running: str = "", interrupts: int = 0):
         """(suffix tokens, grounded names, calibration context) for a decision on the current state."""
         with self._lock:
             chunks = list(self.state.chunks)
-        events = [c.text for c in chunks if c.kind == KIND_EVENT]
-        running = self.running_intent(running)
-        suffix = self._suffix_tokens(running, int(interrupts), events)
-        grounded = None
-        if self.template.ground_arguments:
-            text = "\n".join(c.text for c in chunks)
-            grounded = [value for value, pattern in self._enum_patterns.items() if pattern.search(text)]
-        return suffix, grounded, running
+        return self.prompt.inputs(chunks, running, interrupts)
 
     # --- chunks ----------------------------------------------------------------------------
     def add_chunk(self, seq: int, text: Union[str, bytes], *, source: str = "", kind: int = KIND_EVENT,
                   stamp: float = 0.0) -> List[Chunk]:
-        """Tokenize once and append; raises ChunkRejected (logged by the caller) when refused."""
+        """Tokenize once and append; raises ChunkRejected (logged by the caller) when refused.
+
+        When no resource answers to tokenize (every server down, no embedded engine) the chunk is
+        kept, in order, and appended by the first call that can tokenize again."""
         if isinstance(text, bytes):
             text = text.decode("utf-8", errors="replace")
-        tokens = tuple(self.primary.tokenize_plain(chunk_line(text))) if text.strip() else ()
-        chunk = Chunk(int(seq), source, int(kind), text, tokens, float(stamp))
         with self._lock:
             if self.last_seq is not None and seq > self.last_seq + 1:
                 self.seq_gaps += seq - self.last_seq - 1
             self.last_seq = seq if self.last_seq is None else max(self.last_seq, seq)
-            pieces = self.state.append(chunk, detokenize=self.primary.detokenize)
-            for piece in pieces:
-                self._primary_view.extend(piece.tokens)
-            self._primary_last_seq = chunk.seq
-            if self._reconciling:
-                self._buffer.extend(pieces)
-            self._maybe_evict()
-        return pieces
+            self._untokenized.append((int(seq), source, int(kind), text, float(stamp)))
+        return self._append_untokenized()
+
+    def _append_untokenized(self) -> List[Chunk]:
+        appended: List[Chunk] = []
+        while True:
+            with self._lock:
+                if not self._untokenized:
+                    return appended
+                seq, source, kind, text, stamp = self._untokenized[0]
+            try:
+                tokens = tuple(self.tokenize_plain(chunk_line(text))) if text.strip() else ()
+            except NoResourceAvailable:
+                return appended
+            chunk = Chunk(seq, source, kind, text, tokens, stamp)
+            with self._lock:
+                self._untokenized.pop(0)
+                pieces = self.state.append(chunk, detokenize=self.detokenize)    # ChunkRejected: refused, archived
+                for piece in pieces:
+                    self._primary_view.extend(piece.tokens)
+                self._primary_last_seq = chunk.seq
+                if self._reconciling:
+                    self._buffer.extend(pieces)
+                self._maybe_evict()
+            appended.extend(pieces)
 
     def _maybe_evict(self) -> None:
         if self._reconciling or not self.state.needs_eviction():
@@ -201,14 +205,18 @@ class Reasoner:
         eviction = self.state.evict()
         self.log.info("evicted %d chunks (%d tokens): state version %d, prefix %d tokens",
                       len(eviction.chunks), eviction.tokens, eviction.state_version, self.state.n_tokens)
-        if self.config.mode == "sync":
-            self._set_primary_view(self.state.tokens(), self.state.version)
+        secondary = self.secondary
+        if self.config.mode == "sync" or secondary is None or self.health.is_down(secondary.name):
+            self._set_primary_view(self.state.tokens(), self.state.version)    # in place (a stall)
             return
+        self._start_reconcile()
+
+    def _start_reconcile(self) -> None:
+        """Warm the secondary on the logical state in the background, then swap (holds self._lock)."""
         self._reconciling = True
         self._buffer = []
-        target = self.state.tokens()
         self._thread = threading.Thread(target=self._reconcile, name="asr-reconcile", daemon=True,
-                                        args=(target, self.state.version, self._primary_last_seq))
+                                        args=(self.state.tokens(), self.state.version, self._primary_last_seq))
         self._thread.start()
 
     # --- ASR background rebuild ------------------------------------------------------------
@@ -241,8 +249,11 @@ class Reasoner:
             return
         except Exception as err:  # keep serving on the primary; retried at the next eviction
             self.reconcile_error = err
-            self.log.error("ASR reconcile on %s failed: %s; decisions continue on %s",
-                           engine.name, err, self.primary.name)
+            if isinstance(err, BackendUnavailable):     # logged once per outage
+                self.health.mark_down(engine.name, engine.healthy, str(err))
+            else:
+                self.log.error("ASR reconcile on %s failed: %s; decisions continue on %s",
+                               engine.name, err, self.primary.name)
             with self._lock:
                 self._reconciling = False
                 self._buffer = []
@@ -262,6 +273,9 @@ class Reasoner:
             self._buffer = []
             self._reconciling = False
             self.primary, self.secondary = secondary, self.primary
+            if self.secondary is self.fallback:     # back from the fallback: it waits for the next outage
+                self.secondary = next((e for e in self.resources if e not in (self.primary, self.fallback)), None) \
+                    if self.config.mode == "asr" else None
             self._set_primary_view(view, version)
             self._primary_last_seq = max(last_seq, self._primary_last_seq) if view else last_seq
             self.swaps += 1
@@ -277,6 +291,7 @@ class Reasoner:
 
     # --- decision thread -------------------------------------------------------------------
     def _sync_primary(self) -> None:
+        self._check_resources()
         self._maybe_swap()
         with self._lock:
             view = self._primary_view
@@ -338,23 +353,48 @@ class Reasoner:
         its own core); it pauses only while a decision is in flight.
         """
         with self._engine_lock:
-            self._sync_primary()
+            self._append_untokenized()
+            while True:
+                serving = self.primary
+                try:
+                    self._sync_primary()
+                    return
+                except BackendUnavailable as err:
+                    try:
+                        self._fail_over(serving, err)
+                    except NoResourceAvailable:
+                        return        # nothing can hold the prefix now; the logical state keeps every chunk
 
     def decide(self, running: str = "", interrupts: int = 0) -> Decision:
+        """A decision on the current state; NoResourceAvailable when every resource is down,
+        DecisionRefused when the serving resource answered with something not catalogued."""
         with self._engine_lock:
-            if self.config.rebuild_pause:
-                self._primary_idle.clear()
-            try:
-                start = time.perf_counter()
-                self._sync_primary()
-                catchup_ms = (time.perf_counter() - start) * 1e3
-                suffix, grounded, context = self.decision_inputs(running, interrupts)
-                result = self.primary.decide(suffix, self.grammar, grounded, context)
-                with self._lock:
-                    return Decision(result, self._primary_version, result.prefix_tokens, self._primary_last_seq,
-                                    self.primary.name, catchup_ms)
-            finally:
-                self._primary_idle.set()
+            self._append_untokenized()
+            while True:
+                serving = self.primary
+                try:
+                    return self._decide_on_primary(running, interrupts)
+                except BackendUnavailable as err:
+                    self._fail_over(serving, err)
+                except DecisionRefused:
+                    self.refused_decisions += 1
+                    raise
+
+    def _decide_on_primary(self, running: str, interrupts: int) -> Decision:
+        if self.config.rebuild_pause:
+            self._primary_idle.clear()
+        try:
+            start = time.perf_counter()
+            self._sync_primary()
+            catchup_ms = (time.perf_counter() - start) * 1e3
+            suffix, grounded, context = self.decision_inputs(running, interrupts)
+            result = self.primary.decide(suffix, self.grammar, grounded, context)
+            self.last_cached_tokens = result.cached_tokens
+            with self._lock:
+                return Decision(result, self._primary_version, result.prefix_tokens, self._primary_last_seq,
+                                self.primary.name, catchup_ms)
+        finally:
+            self._primary_idle.set()
 
     # --- status ----------------------------------------------------------------------------
     @property
@@ -372,7 +412,10 @@ class Reasoner:
                     "last_chunk_seq": -1 if self.last_seq is None else self.last_seq,
                     "seq_gaps": self.seq_gaps, "evictions": counters.evictions, "swaps": self.swaps,
                     "evicted_chunks": counters.evicted_chunks, "evicted_tokens": counters.evicted_tokens,
-                    "rejected_chunks": counters.rejected_chunks, "primary_view_tokens": len(self._primary_view)}
+                    "rejected_chunks": counters.rejected_chunks, "primary_view_tokens": len(self._primary_view),
+                    "cached_tokens": self.last_cached_tokens, "failovers": self.failovers,
+                    "refused_decisions": self.refused_decisions, "down_resources": self.health.down,
+                    "untokenized_chunks": len(self._untokenized)}
 
     def wait_reconciled(self, timeout: float = 60.0) -> bool:
         """Block until no reconciliation is pending (tests and benchmarks)."""
@@ -386,56 +429,8 @@ class Reasoner:
             time.sleep(0.005)
         return False
 
-    # --- warm restart ----------------------------------------------------------------------
-    def save(self, directory: Union[str, Path]) -> Optional[dict]:
-        """Save the logical state and the primary's KV cache; skipped while reconciling."""
-        directory = Path(directory)
-        with self._engine_lock:
-            self._primary_idle.clear()
-            try:
-                self._sync_primary()
-                with self._lock:
-                    if self._reconciling or self._primary_view != self.state.tokens():
-                        self.log.warning("state not saved: reconciliation in progress")
-                        return None
-                    snapshot = dict(self.state.snapshot(), last_seq=self.last_seq, seq_gaps=self.seq_gaps)
-                directory.mkdir(parents=True, exist_ok=True)
-                stamp = self.primary.save_state(directory / "kv_state.bin", state_version=self.state.version)
-                (directory / "csr_state.json").write_text(json.dumps(snapshot))
-                return stamp
-            finally:
-                self._primary_idle.set()
-
-    def restore(self, directory: Union[str, Path]) -> dict:
-        """Restore a saved state: the live chunks, and the KV cache when it matches exactly.
-
-        Returns {"chunks", "kv_restored", "tokens"}; raises StateFileError when nothing usable is there.
-        """
-        directory = Path(directory)
-        try:
-            snapshot = json.loads((directory / "csr_state.json").read_text())
-        except (OSError, ValueError) as err:
-            raise StateFileError(f"saved CSR state {directory / 'csr_state.json'}: unreadable ({err})") from err
-        with self._engine_lock, self._lock:
-            try:
-                self.state.restore(snapshot)
-            except (KeyError, TypeError, ValueError) as err:
-                raise StateFileError(f"saved CSR state in {directory} refused: {err}") from err
-            self.last_seq = snapshot.get("last_seq")
-            self.seq_gaps = int(snapshot.get("seq_gaps", 0))
-            self._set_primary_view(self.state.tokens(), self.state.version)
-            self._primary_last_seq = -1 if self.last_seq is None else self.last_seq
-            kv_restored = False
-            try:
-                self.primary.load_state(directory / "kv_state.bin", state_version=self.state.version,
-                                        expected_tokens=self._primary_view)
-                kv_restored = True
-            except StateFileError as err:
-                self.log.error("%s; the prefix will be recomputed", err)
-                self.primary.clear()
-            return {"chunks": len(self.state.chunks), "kv_restored": kv_restored, "tokens": len(self._primary_view)}
-
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        self.health.close()

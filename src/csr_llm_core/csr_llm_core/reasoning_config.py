@@ -2,18 +2,25 @@
 
 The node declares every field as a ROS parameter with the default written here; parameter files
 hold only what differs. ``reasoner`` (ReasonerConfig) fields are declared under their own names.
+Each resource (R1, R2) is declared under ``r1.`` / ``r2.`` with RemoteResource's fields; an empty
+``url`` means an embedded llama.cpp context in this process. `make_resources` builds them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Dict, List, Optional, Tuple
 
+from .engine import LlamaEngine
+from .http_backend import HttpBackend, RemoteResource
 from .model import default_cache_dir
 from .paths import expand_path
 from .reasoner import ReasonerConfig
 
 DECISION_TRIGGERS = ("clock", "chunks")
 RUNNING_SOURCES = ("router_status", "decisions")
+FALLBACKS = ("none", "embedded")
+RESOURCE_NAMES = ("R1", "R2")
 
 
 @dataclass
@@ -35,6 +42,11 @@ class ReasoningNodeConfig:
     # and lockstepped runs decide the same; router_status arrives at a timing-dependent point)
     running_source: str = "router_status"
     status_hz: float = 2.0
+    # when R1/R2 are servers: "embedded" keeps an embedded llama.cpp context (same model) ready to
+    # take decisions over when every server is down; probes of a down server back off up to the max
+    fallback: str = "none"
+    health_first_retry_s: float = 0.5
+    health_max_retry_s: float = 30.0
 
     def validated(self) -> "ReasoningNodeConfig":
         if self.decision_trigger not in DECISION_TRIGGERS:
@@ -43,6 +55,8 @@ class ReasoningNodeConfig:
             raise ValueError(f"running_source must be one of {RUNNING_SOURCES}, got {self.running_source!r}")
         if self.reasoner.mode not in ("asr", "sync"):
             raise ValueError(f"mode must be 'asr' or 'sync', got {self.reasoner.mode!r}")
+        if self.fallback not in FALLBACKS:
+            raise ValueError(f"fallback must be one of {FALLBACKS}, got {self.fallback!r}")
         if self.status_hz <= 0 or self.decision_hz < 0:
             raise ValueError("status_hz must be > 0 and decision_hz >= 0")
         return self
@@ -55,3 +69,28 @@ class ReasoningNodeConfig:
     def archive_file(self) -> Path:
         text = expand_path(self.archive_path)
         return Path(text) if text else default_cache_dir() / "archive" / "csr_archive.jsonl"
+
+
+def resource_names(mode: str) -> Tuple[str, ...]:
+    return RESOURCE_NAMES if mode == "asr" else RESOURCE_NAMES[:1]
+
+
+def make_resources(cfg: ReasoningNodeConfig, remote: Dict[str, RemoteResource],
+                   model_path: Optional[str] = None) -> Tuple[List, Optional[LlamaEngine]]:
+    """(R1[, R2], fallback): a server where the resource has a url, else an embedded context.
+
+    BackendUnavailable when a server does not answer at start (its n_ctx is read from it)."""
+    threads = (cfg.n_threads_primary, cfg.n_threads_secondary)
+    engines: List = []
+    for index, name in enumerate(resource_names(cfg.reasoner.mode)):
+        resource = remote.get(name)
+        if resource is not None and resource.url:
+            engines.append(HttpBackend(resource, name=name))
+        else:
+            engines.append(LlamaEngine(model_path or None, n_ctx=cfg.context_size, n_threads=int(threads[index]),
+                                       name=name))
+    fallback = None
+    if cfg.fallback == "embedded" and any(not e.is_local for e in engines):
+        fallback = LlamaEngine(model_path or None, n_ctx=cfg.context_size, n_threads=int(threads[0]),
+                               name="embedded")
+    return engines, fallback

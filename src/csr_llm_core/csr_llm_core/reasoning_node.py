@@ -15,14 +15,18 @@ from std_msgs.msg import String
 
 from csr_llm_msgs.msg import CsrStatus, Decision, RouterStatus, StateChunk
 
+from .backend import BackendUnavailable, DecisionRefused, NoResourceAvailable
 from .catalogue import IntentCatalogue
 from .csr_state import ChunkRejected
-from .engine import LlamaEngine, StateFileError
+from .engine import StateFileError
+from .failover import ResourceHealth
+from .faults import FaultLog
+from .http_backend import RemoteResource
 from .model import ModelFileError
 from .paths import expand_path, required_file
 from .prompt import PromptTemplate
 from .reasoner import Reasoner
-from .reasoning_config import ReasoningNodeConfig
+from .reasoning_config import ReasoningNodeConfig, make_resources, resource_names
 from .ros import qos
 from .ros.intent_args import dict_to_arguments
 from .ros.node import run_node
@@ -36,6 +40,8 @@ class ReasoningNode(Node):
         log = self.get_logger()
         try:
             cfg = declare_dataclass(self, ReasoningNodeConfig()).validated()
+            remote = {name: declare_dataclass(self, RemoteResource(url=""), prefix=f"{name.lower()}.")
+                      for name in resource_names(cfg.reasoner.mode)}
             intents_file = required_file(cfg.intents_file, "intents_file")
             prompt_file = required_file(cfg.prompt_file, "prompt_file")
         except ValueError as err:
@@ -43,7 +49,6 @@ class ReasoningNode(Node):
             raise SystemExit(2) from err
         config, mode, tau_mem, n_ctx = cfg.reasoner, cfg.reasoner.mode, cfg.reasoner.tau_mem, cfg.context_size
         model_path = expand_path(cfg.model_path)
-        threads = (cfg.n_threads_primary, cfg.n_threads_secondary)
         archive_path = str(cfg.archive_file)
         self.state_dir = expand_path(cfg.state_dir)
         self.decision_hz = cfg.decision_hz
@@ -57,14 +62,19 @@ class ReasoningNode(Node):
         try:
             catalogue = IntentCatalogue.from_file(intents_file)
             template = PromptTemplate.from_file(prompt_file)
-            names = ("R1", "R2") if mode == "asr" else ("R1",)
-            self.engines = [LlamaEngine(model_path or None, n_ctx=n_ctx, n_threads=int(threads[i]), name=name)
-                            for i, name in enumerate(names)]
-        except (ModelFileError, ValueError, OSError) as err:
+            self.engines, self.fallback = make_resources(cfg, remote, model_path)
+            health = ResourceHealth(_RosLogAdapter(log), first_retry_s=cfg.health_first_retry_s,
+                                    max_retry_s=cfg.health_max_retry_s)
+            self.reasoner = Reasoner(self.engines, catalogue, template, config, archive_path=archive_path,
+                                     logger=_RosLogAdapter(log), fallback=self.fallback, health=health)
+        except (ModelFileError, ValueError, OSError, BackendUnavailable, NoResourceAvailable) as err:
             log.fatal(f"cannot start: {err}")
             raise SystemExit(2) from err
-        self.reasoner = Reasoner(self.engines, catalogue, template, config, archive_path=archive_path,
-                                 logger=_RosLogAdapter(log))
+        # a refused or impossible decision is never published: first of a kind logged, the rest counted
+        self.decision_faults = FaultLog(log.warning, {
+            "refused_decision": "a resource answered with something that is not a catalogued decision",
+            "no_resource": "every reasoning resource is down; decisions resume when one answers"},
+            counted_in="csr_status")
         if self.state_dir and (Path(self.state_dir) / "csr_state.json").exists():
             try:
                 info = self.reasoner.restore(self.state_dir)
@@ -89,7 +99,8 @@ class ReasoningNode(Node):
         self._next_due = None
         self._thread = threading.Thread(target=self._decision_loop, name="decision-loop", daemon=True)
         self._thread.start()
-        log.info(f"reasoning on {self.engines[0].model_path.name}: mode={mode} tau_mem={tau_mem} n_ctx={n_ctx} "
+        where = ", ".join(f"{e.name} on {getattr(e, 'server', 'this machine')}" for e in self.engines)
+        log.info(f"reasoning ({where}): mode={mode} tau_mem={tau_mem} n_ctx={n_ctx} "
                  f"decision_hz={self.decision_hz} archive={archive_path}")
 
     # --- callbacks -------------------------------------------------------------------------
@@ -189,7 +200,14 @@ class ReasoningNode(Node):
         return decided
 
     def _decide(self, trigger: int, stamp: Optional[float] = None) -> None:
-        decision = self.reasoner.decide(running=self.running_intent, interrupts=self.interrupt_depth)
+        try:
+            decision = self.reasoner.decide(running=self.running_intent, interrupts=self.interrupt_depth)
+        except DecisionRefused as err:
+            self.decision_faults.record("refused_decision", str(err))
+            return
+        except NoResourceAvailable as err:
+            self.decision_faults.record("no_resource", str(err))
+            return
         if self.running_from_decisions:
             self.running_intent = decision.result.decision.intent
         result = decision.result
@@ -214,7 +232,9 @@ class ReasoningNode(Node):
                         buffered_tokens=s["buffered_tokens"], last_chunk_seq=max(s["last_chunk_seq"], 0),
                         seq_gaps=s["seq_gaps"], evictions=s["evictions"], swaps=s["swaps"],
                         evicted_chunks=s["evicted_chunks"], evicted_tokens=s["evicted_tokens"],
-                        rejected_chunks=s["rejected_chunks"])
+                        rejected_chunks=s["rejected_chunks"], cached_tokens=s["cached_tokens"],
+                        failovers=s["failovers"], refused_decisions=s["refused_decisions"],
+                        down_resources=list(s["down_resources"]))
         msg.header.stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(msg)
 
@@ -236,7 +256,7 @@ class ReasoningNode(Node):
             except OSError as err:
                 self.get_logger().error(f"could not save state to {self.state_dir}: {err}")
         self.reasoner.close()
-        for engine in self.engines:
+        for engine in self.engines + ([self.fallback] if self.fallback else []):
             engine.close()
         return super().destroy_node()
 

@@ -1,0 +1,81 @@
+"""What a decision asks, given the live state: suffix tokens, grounded names, calibration priors.
+
+The suffix names the running task only when it is a catalogued intent (the name comes from a
+topic anyone can publish) and, when the template asks for it, repeats the newest event chunks; all
+of it is plain text, never control tokens. With `calibrate` the grammar's first intent token is
+calibrated once per head on content-free input (see grammar.py): that needs next-token logits in
+this process, so it runs on an embedded engine only. With `ground_arguments` string arguments are
+limited to the names the live state mentions.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from .catalogue import IntentCatalogue
+from .csr_state import Chunk, KIND_EVENT
+from .grammar import DecisionGrammar
+from .prompt import CONTENT_FREE_EVENTS, PromptTemplate, chunk_line, tokenize_suffix
+
+Tokenize = Callable[[str], List[int]]
+
+
+class DecisionPrompt:
+    def __init__(self, catalogue: IntentCatalogue, template: PromptTemplate, tokenize: Tokenize,
+                 tokenize_plain: Tokenize, log: logging.Logger):
+        self.catalogue = catalogue
+        self.template = template
+        self.tokenize = tokenize
+        self.tokenize_plain = tokenize_plain
+        self.log = log
+        self.rejected_running: List[str] = []
+        self._enum_patterns = {value: re.compile(r"\b" + re.escape(value), re.IGNORECASE)
+                               for intent in catalogue.intents.values() for arg in intent.arguments
+                               for value in arg.enum}
+
+    def suffix_tokens(self, running: str, interrupts: int, events: Sequence[str]) -> List[int]:
+        return tokenize_suffix(self.template.suffix_segments(running, interrupts, events),
+                               self.tokenize, self.tokenize_plain)
+
+    def running_intent(self, running: str) -> str:
+        """The running task as the prompt may show it: a catalogued intent name, else nothing."""
+        if not running or running in self.catalogue:
+            return running or ""
+        if len(self.rejected_running) < 16:
+            self.rejected_running.append(running[:80])
+            self.log.warning("running task %r is not a catalogued intent: shown as nothing", running[:80])
+        return ""
+
+    def inputs(self, chunks: Sequence[Chunk], running: str,
+               interrupts: int) -> Tuple[List[int], Optional[List[str]], str]:
+        """(suffix tokens, grounded names, calibration context) for a decision on these chunks."""
+        events = [c.text for c in chunks if c.kind == KIND_EVENT]
+        running = self.running_intent(running)
+        suffix = self.suffix_tokens(running, int(interrupts), events)
+        grounded = None
+        if self.template.ground_arguments:
+            text = "\n".join(c.text for c in chunks)
+            grounded = [value for value, pattern in self._enum_patterns.items() if pattern.search(text)]
+        return suffix, grounded, running
+
+    def calibrate(self, engine, grammar: DecisionGrammar, head: List[int]) -> dict:
+        """Content-free first-token priors, once per head, one per running task the suffix can name.
+
+        The running task is the known part of the question; the state is the template's neutral
+        state lines (sensor summaries, no events) and content-free stand-ins for the events. Runs
+        on `engine` (embedded: it needs logits), left holding the head."""
+        priors = {}
+        neutral = [t for line in self.template.calibration_state for t in self.tokenize_plain(chunk_line(line))]
+        for running in [""] + (self.catalogue.names if self.template.calibrate_per_running else []):
+            logits = []
+            for stand_in in CONTENT_FREE_EVENTS:
+                state = self.tokenize_plain(chunk_line(stand_in)) if stand_in else []
+                engine.sync(head + neutral + state, by_line=True)
+                events = [stand_in] if stand_in else []
+                logits.append(engine.logits_after(self.suffix_tokens(running, 0, events)))
+            priors[running] = grammar.calibrate(logits, context=running)
+        engine.sync(head, by_line=True)
+        self.log.info("intent calibration, content-free first-token probabilities with nothing running: %s",
+                      ", ".join(f"{name}={p:.3f}" for name, p in priors[""].items()))
+        return priors

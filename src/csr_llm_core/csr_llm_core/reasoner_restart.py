@@ -1,0 +1,84 @@
+"""Warm restart for the reasoner: save and restore the logical state and, on an embedded
+primary, its KV cache (a server keeps its own cache; only the logical state is ours)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from .engine import StateFileError
+
+
+class WarmRestartMixin:
+    """Reasoner methods (the attributes are Reasoner's)."""
+    primary: Any
+    state: Any
+    log: Any
+    last_seq: Optional[int]
+    seq_gaps: int
+    _engine_lock: Any
+    _lock: Any
+    _primary_idle: Any
+    _reconciling: bool
+    _primary_view: list
+    _primary_last_seq: int
+
+    def _sync_primary(self) -> None: ...
+
+    def _set_primary_view(self, tokens: list, version: int) -> None: ...
+
+    def save(self, directory: Union[str, Path]) -> Optional[dict]:
+        """Save the logical state and an embedded primary's KV cache (skipped while reconciling).
+
+        A server primary is not touched (it may be down): the logical state alone is saved."""
+        directory = Path(directory)
+        with self._engine_lock:
+            self._primary_idle.clear()
+            try:
+                local = self.primary.is_local
+                if local:
+                    self._sync_primary()
+                with self._lock:
+                    if local and (self._reconciling or self._primary_view != self.state.tokens()):
+                        self.log.warning("state not saved: reconciliation in progress")
+                        return None
+                    snapshot = dict(self.state.snapshot(), last_seq=self.last_seq, seq_gaps=self.seq_gaps)
+                directory.mkdir(parents=True, exist_ok=True)
+                stamp = {"state_version": self.state.version, "kv": f"kept by {self.primary.name}'s server"}
+                if local:     # a server keeps its own cache: only the logical state is ours
+                    stamp = self.primary.save_state(directory / "kv_state.bin", state_version=self.state.version)
+                (directory / "csr_state.json").write_text(json.dumps(snapshot))
+                return stamp
+            finally:
+                self._primary_idle.set()
+
+    def restore(self, directory: Union[str, Path]) -> dict:
+        """Restore a saved state: the live chunks, and the KV cache when it matches exactly.
+
+        Returns {"chunks", "kv_restored", "tokens"}; raises StateFileError when nothing usable is there.
+        """
+        directory = Path(directory)
+        try:
+            snapshot = json.loads((directory / "csr_state.json").read_text())
+        except (OSError, ValueError) as err:
+            raise StateFileError(f"saved CSR state {directory / 'csr_state.json'}: unreadable ({err})") from err
+        with self._engine_lock, self._lock:
+            try:
+                self.state.restore(snapshot)
+            except (KeyError, TypeError, ValueError) as err:
+                raise StateFileError(f"saved CSR state in {directory} refused: {err}") from err
+            self.last_seq = snapshot.get("last_seq")
+            self.seq_gaps = int(snapshot.get("seq_gaps", 0))
+            self._set_primary_view(self.state.tokens(), self.state.version)
+            self._primary_last_seq = -1 if self.last_seq is None else self.last_seq
+            kv_restored = False
+            try:
+                if self.primary.is_local:
+                    self.primary.load_state(directory / "kv_state.bin", state_version=self.state.version,
+                                            expected_tokens=self._primary_view)
+                    kv_restored = True
+            except StateFileError as err:
+                self.log.error("%s; the prefix will be recomputed", err)
+                self.primary.clear()
+            return {"chunks": len(self.state.chunks), "kv_restored": kv_restored, "tokens": len(self._primary_view)}
+
