@@ -73,7 +73,7 @@ def parse_runner_command(argv):
     return remaps, params_file
 
 
-@pytest.mark.parametrize("profile", ["sim", "robot", "replay"])
+@pytest.mark.parametrize("profile", ["sim", "robot", "replay", "robot_remote"])
 def test_launch_and_runner_derive_the_same_nodes_parameters_and_remaps(fake_launch, tmp_path, profile):
     actions = [a for a in launch_nodes(fake_launch, profile) if type(a).__name__ != "RegisterEventHandler"]
     loaded = load_profile(profile)
