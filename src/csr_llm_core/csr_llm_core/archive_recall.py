@@ -6,15 +6,18 @@ is picked up on the next call), indexes the *evicted* chunks with BM25 (`bm25s`)
 top-k for a query as a block of text for the prompt suffix: chunks in their original order, at
 most `max_tokens` (counted from the token ids the archive stores for each chunk line).
 `ChunkIndex` is the same BM25 ranking over any list of chunk texts (the benchmark's retrieval
-baseline uses it over a whole history). Plain module, no rclpy.
+baseline uses it over a whole history). With a `session`, only the rows after that session's
+header line count (a file other sessions appended to holds their chunks too). `archive_header`
+is what the reasoner writes there. Plain module, no rclpy.
 """
 from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 RECALL_HEADER = "Recalled from the archive (evicted earlier), oldest first:"
 
@@ -68,11 +71,20 @@ def recall_block(chunks: Sequence[RecalledChunk]) -> str:
     return RECALL_HEADER + "\n" + "".join(c.text + "\n" for c in chunks)
 
 
+def archive_header(session: str, resources: Sequence[Any], config: Any) -> dict:
+    """Which session, model(s) and settings the archive rows that follow belong to."""
+    return {"session": session or f"{time.strftime('%Y%m%d-%H%M%S')}-anonymous",
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "resources": [{"name": r.name, "where": str(getattr(r, "server", "") or getattr(r, "model_path", ""))}
+                          for r in resources],
+            "mode": config.mode, "tau_mem": config.tau_mem, "evict_ratio": config.evict_ratio}
+
+
 class ArchiveRecall:
     """Top-k evicted chunks of an archive file for a query (the file may grow between calls)."""
 
     def __init__(self, path: Union[str, Path, None], *, count_tokens: Optional[Callable[[str], int]] = None,
-                 logger: Optional[logging.Logger] = None):
+                 logger: Optional[logging.Logger] = None, session: str = ""):
         """`count_tokens`: the model's token count of a text (for the header; else about 3 chars a token)."""
         self.path = Path(path) if path else None
         self.header_tokens = count_tokens(RECALL_HEADER + "\n") if count_tokens else len(RECALL_HEADER) // 3 + 1
@@ -81,6 +93,8 @@ class ArchiveRecall:
         self.bad_lines = 0
         self._offset = 0
         self._index: Optional[ChunkIndex] = None
+        self.session = session
+        self._ours = not session          # inside our session's rows (always, without a session)
 
     def refresh(self) -> int:
         """Read the complete lines added since the last call; returns how many chunks were added."""
@@ -106,7 +120,10 @@ class ArchiveRecall:
             return None
         try:
             row = json.loads(raw)
-            if row.get("status") != "evicted":      # refused chunks never were in the prompt
+            if "header" in row:
+                self._ours = not self.session or row["header"].get("session") == self.session
+                return None
+            if not self._ours or row.get("status") != "evicted":   # refused chunks never were in the prompt
                 return None
             return RecalledChunk(int(row["seq"]), int(row.get("part", 0)), str(row["text"]), len(row["tokens"]))
         except (ValueError, KeyError, TypeError, AttributeError) as err:

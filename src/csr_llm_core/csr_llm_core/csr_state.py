@@ -42,13 +42,20 @@ class Chunk:
 
 
 class ChunkArchive:
-    """Append-only JSON-lines file of chunks that left memory (evicted) or were refused."""
+    """Append-only JSON-lines file of chunks that left memory (evicted) or were refused.
 
-    def __init__(self, path: Union[str, Path, None]):
+    With a `header` (session id, model, settings), a ``{"header": {...}}`` line opens this
+    session's part of the file, so a file several sessions appended to says which rows are whose."""
+
+    def __init__(self, path: Union[str, Path, None], header: Optional[dict] = None):
         self.path = Path(path) if path else None
         self._lock = threading.Lock()
+        self.session = str((header or {}).get("session", ""))
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if header:
+                with open(self.path, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps({"header": header}, ensure_ascii=False) + "\n")
 
     def write(self, chunks: Iterable[Chunk], *, status: str, state_version: int) -> None:
         if self.path is None:
@@ -66,7 +73,19 @@ class ChunkArchive:
         if self.path is None or not self.path.exists():
             return []
         with open(self.path, encoding="utf-8") as handle:
-            return [json.loads(line) for line in handle if line.strip()]
+            rows = [json.loads(line) for line in handle if line.strip()]
+        return [row for row in rows if "header" not in row]
+
+
+def session_archive_path(directory: Union[str, Path], session: str, keep: int) -> Path:
+    """A new archive file for one session in `directory`; of the older ones (by name: they start
+    with their start time) only the newest keep - 1 are kept, so the folder cannot grow forever."""
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    if keep > 0:
+        for old in sorted(folder.glob("*.jsonl"))[:-(keep - 1) or None]:
+            old.unlink(missing_ok=True)
+    return folder / f"{session}.jsonl"
 
 
 @dataclass

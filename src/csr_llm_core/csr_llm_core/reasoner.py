@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple, Union
 
+from .archive_recall import ArchiveRecall, archive_header
 from .backend import BackendUnavailable, DecisionRefused, NoResourceAvailable, ReasoningBackend
 from .catalogue import IntentCatalogue
 from .csr_state import CachedState, Chunk, ChunkArchive, KIND_EVENT
@@ -66,6 +67,10 @@ class ReasonerConfig:
     suffix_reserve: int = 128        # context kept free for suffix + decision tokens
     overflow_wait_s: float = 2.0     # how long a full primary waits for the secondary before evicting itself
     rebuild_pause: bool = True       # the rebuild pauses while a decision runs (False: both run, on two cores)
+    # after an eviction, the k evicted chunks of this session that best match the newest events
+    # (BM25, archive_recall.py) open the decision suffix, within archive_recall_tokens; 0 = off
+    archive_recall_k: int = 0
+    archive_recall_tokens: int = 256
 
 
 @dataclass
@@ -87,7 +92,7 @@ class Reasoner(FailoverMixin, WarmRestartMixin):
     def __init__(self, engines: Sequence[ReasoningBackend], catalogue: IntentCatalogue, template: PromptTemplate,
                  config: Optional[ReasonerConfig] = None, archive_path: Union[str, Path, None] = None,
                  logger: Optional[logging.Logger] = None, fallback: Optional[ReasoningBackend] = None,
-                 health: Optional[ResourceHealth] = None):
+                 health: Optional[ResourceHealth] = None, session: str = ""):
         config = config if config is not None else ReasonerConfig()
         if config.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
@@ -109,14 +114,19 @@ class Reasoner(FailoverMixin, WarmRestartMixin):
         self.prompt = DecisionPrompt(catalogue, template, self.tokenize, self.tokenize_plain, self.log)
         self.grammar = DecisionGrammar(catalogue, self.tokenize_plain)
         head = self.tokenize(template.head_text(catalogue), bos=True)
-        needed = config.tau_mem + config.suffix_reserve
+        recall = config.archive_recall_tokens if config.archive_recall_k else 0
+        needed = config.tau_mem + config.suffix_reserve + recall
         for engine in self.resources:
             if engine.n_ctx < needed:
-                raise ValueError(f"{engine.name}: n_ctx={engine.n_ctx} is below tau_mem + suffix_reserve = {needed}")
+                raise ValueError(f"{engine.name}: n_ctx={engine.n_ctx} is below tau_mem + suffix_reserve"
+                                 + (" + archive_recall_tokens" if recall else "") + f" = {needed}")
         self._check_one_vocabulary()
         self.state = CachedState(head, tau_mem=config.tau_mem, evict_ratio=config.evict_ratio,
                                  max_chunk_tokens=config.max_chunk_tokens, oversize_policy=config.oversize_policy,
-                                 archive=ChunkArchive(archive_path))
+                                 archive=ChunkArchive(archive_path, archive_header(session, self.resources, config)))
+        self.archive_recall = ArchiveRecall(archive_path, session=self.state.archive.session,
+                                            count_tokens=lambda text: len(self.tokenize_plain(text)),
+                                            logger=self.log) if config.archive_recall_k > 0 else None
         self._lock = threading.RLock()
         self._engine_lock = threading.Lock()
         self._primary_idle = threading.Event()
@@ -158,7 +168,13 @@ class Reasoner(FailoverMixin, WarmRestartMixin):
         """(suffix tokens, grounded names, calibration context) for a decision on the current state."""
         with self._lock:
             chunks = list(self.state.chunks)
-        return self.prompt.inputs(chunks, running, interrupts)
+            evicted = self.state.counters.evictions > 0
+        suffix, grounded, context = self.prompt.inputs(chunks, running, interrupts)
+        if self.archive_recall is not None and evicted:
+            query = "\n".join([c.text for c in chunks if c.kind == KIND_EVENT][-3:] + [context])
+            suffix = self.archive_recall.suffix_tokens(query, self.config.archive_recall_k,
+                                                       self.config.archive_recall_tokens, self.tokenize_plain) + suffix
+        return suffix, grounded, context
 
     # --- chunks ----------------------------------------------------------------------------
     def add_chunk(self, seq: int, text: Union[str, bytes], *, source: str = "", kind: int = KIND_EVENT,

@@ -7,10 +7,13 @@ Each resource (R1, R2) is declared under ``r1.`` / ``r2.`` with RemoteResource's
 """
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from .csr_state import session_archive_path
 from .engine import LlamaEngine
 from .http_backend import HttpBackend, RemoteResource
 from .model import default_cache_dir
@@ -32,7 +35,8 @@ class ReasoningNodeConfig:
     n_threads_secondary: int = 1
     intents_file: str = ""           # required: the intent catalogue (config/intents.yaml)
     prompt_file: str = ""            # required: the prompt layout (config/prompt.yaml)
-    archive_path: str = ""           # "" = <cache>/archive/csr_archive.jsonl
+    archive_path: str = ""           # "" = a new <cache>/archive/<session>.jsonl per session
+    archive_keep: int = 20           # session archives kept in the default folder (oldest deleted)
     state_dir: str = ""              # saved KV + CSR state for warm restarts; "" = off
     decision_hz: float = 2.0         # periodic decisions; event chunks decide at once
     decision_trigger: str = "clock"  # clock: node clock; chunks: the chunk stream's stamps (replay)
@@ -65,10 +69,16 @@ class ReasoningNodeConfig:
     def context_size(self) -> int:
         return self.n_ctx or int(self.reasoner.tau_mem * 1.5) + 256
 
-    @property
-    def archive_file(self) -> Path:
+    def archive_file(self, session: str) -> Path:
+        """archive_path, or this session's own file in the default folder (older ones rotated out)."""
         text = expand_path(self.archive_path)
-        return Path(text) if text else default_cache_dir() / "archive" / "csr_archive.jsonl"
+        return Path(text) if text else session_archive_path(default_cache_dir() / "archive", session,
+                                                            self.archive_keep)
+
+
+def new_session_id() -> str:
+    """Start time and process: sorts by time, unique per node process."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
 
 
 def resource_names(mode: str) -> Tuple[str, ...]:

@@ -26,7 +26,7 @@ from .model import ModelFileError
 from .paths import expand_path, required_file
 from .prompt import PromptTemplate
 from .reasoner import Reasoner
-from .reasoning_config import ReasoningNodeConfig, make_resources, resource_names
+from .reasoning_config import ReasoningNodeConfig, make_resources, new_session_id, resource_names
 from .ros import qos
 from .ros.intent_args import dict_to_arguments
 from .ros.node import run_node
@@ -49,7 +49,8 @@ class ReasoningNode(Node):
             raise SystemExit(2) from err
         config, mode, tau_mem, n_ctx = cfg.reasoner, cfg.reasoner.mode, cfg.reasoner.tau_mem, cfg.context_size
         model_path = expand_path(cfg.model_path)
-        archive_path = str(cfg.archive_file)
+        session = new_session_id()
+        archive_path = str(cfg.archive_file(session))
         self.state_dir = expand_path(cfg.state_dir)
         self.decision_hz = cfg.decision_hz
         self.period = 1.0 / self.decision_hz if self.decision_hz > 0 else None
@@ -66,7 +67,8 @@ class ReasoningNode(Node):
             health = ResourceHealth(_RosLogAdapter(log), first_retry_s=cfg.health_first_retry_s,
                                     max_retry_s=cfg.health_max_retry_s)
             self.reasoner = Reasoner(self.engines, catalogue, template, config, archive_path=archive_path,
-                                     logger=_RosLogAdapter(log), fallback=self.fallback, health=health)
+                                     logger=_RosLogAdapter(log), fallback=self.fallback, health=health,
+                                     session=session)
         except (ModelFileError, ValueError, OSError, BackendUnavailable, NoResourceAvailable) as err:
             log.fatal(f"cannot start: {err}")
             raise SystemExit(2) from err

@@ -71,3 +71,15 @@ def test_snapshot_restore_round_trip():
     assert copy.tokens() == state.tokens() and copy.version == state.version == 1
     with pytest.raises(ValueError, match="another static head"):
         CachedState([7], tau_mem=100).restore(state.snapshot())
+
+
+def test_each_session_gets_its_own_archive_and_old_ones_are_rotated_out(tmp_path):
+    from csr_llm_core.csr_state import ChunkArchive, session_archive_path
+    folder = tmp_path / "archive"
+    paths = []
+    for i in range(5):                               # five sessions, one after the other
+        paths.append(session_archive_path(folder, f"20261201-0000{i:02d}-1", keep=3))
+        ChunkArchive(paths[-1], {"session": paths[-1].stem, "mode": "asr"})
+    assert sorted(p.name for p in folder.glob("*.jsonl")) == [p.name for p in paths[-3:]]
+    archive = ChunkArchive(paths[-1])
+    assert archive.read() == [] and '"header"' in paths[-1].read_text()

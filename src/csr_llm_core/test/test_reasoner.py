@@ -211,3 +211,39 @@ def test_reasoners_sharing_an_engine_never_reuse_each_others_cache(engines, cata
     second.add_chunk(0, "task: open the door", kind=KIND_EVENT)
     second.pump()
     assert engines[0].tokens == second.state.tokens() != first.state.tokens()
+
+
+def test_archive_recall_opens_the_suffix_with_this_sessions_evicted_chunks(engines, catalogue, template, tmp_path):
+    archive = tmp_path / "archive.jsonl"
+    # another session's evicted chunk in the same file: never recalled here
+    archive.write_text(json.dumps({"header": {"session": "earlier"}}) + "\n" + json.dumps(
+        {"status": "evicted", "state_version": 0, "seq": 0, "part": 0, "source": "/events", "kind": KIND_EVENT,
+         "stamp": 0.0, "text": "[0.0s] events: the zebra crate fell over", "tokens": [1, 2, 3]}) + "\n")
+    recalling = Reasoner(engines[:1], catalogue, template, ReasonerConfig(tau_mem=1024, mode="sync",
+                                                                        archive_recall_k=2, archive_recall_tokens=96),
+                         archive_path=archive, session="now")
+    plain = Reasoner(engines[:1], catalogue, template, ReasonerConfig(tau_mem=1024, mode="sync"),
+                     archive_path=tmp_path / "plain.jsonl", session="plain")
+    try:
+        for reasoner in (recalling, plain):
+            reasoner.add_chunk(0, "[0.5s] events: operator: the red toolbox is under the stairs",
+                               source="/events", kind=KIND_EVENT, stamp=0.5)
+            feed(reasoner, range(1, 60))
+            reasoner.add_chunk(60, "[30.5s] events: operator: where is the red toolbox?", source="/events",
+                               kind=KIND_EVENT, stamp=30.5)
+            reasoner.pump()
+        assert recalling.status()["evictions"] >= 1 and plain.status()["evictions"] >= 1
+        assert 0 not in [c.seq for c in recalling.state.chunks]          # the evidence was evicted
+        suffix, _, _ = recalling.decision_inputs(running="hold_position")
+        text = recalling.detokenize(suffix)
+        assert text.startswith("Recalled from the archive") and "red toolbox is under the stairs" in text
+        assert "zebra" not in text                                         # not this session's
+        assert len(suffix) <= len(plain.decision_inputs(running="hold_position")[0]) + 96
+        assert not plain.detokenize(plain.decision_inputs(running="hold_position")[0]).startswith("Recalled")
+        assert recalling.decide(running="hold_position").result.decision.intent in catalogue
+    finally:
+        recalling.close()
+        plain.close()
+    header = json.loads(archive.read_text().splitlines()[2])["header"]      # this session's part of the file
+    assert header["session"] == "now" and header["tau_mem"] == 1024 and header["resources"][0]["name"] == "R1"
+    assert all("header" not in row for row in recalling.state.archive.read())
