@@ -21,7 +21,7 @@ from rclpy.node import Node
 from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import Imu, JointState, Temperature
 from std_msgs.msg import Float64MultiArray, String
-from csr_llm_msgs.msg import Decision, IntentArgument, MotorCommand, RouterStatus, StateChunk
+from csr_llm_msgs.msg import CsrStatus, Decision, IntentArgument, MotorCommand, RouterStatus, StateChunk
 from csr_llm_core.ros import qos
 from csr_llm_core.ros.spin import spinning
 from csr_llm_core.ros.testing import start_node, stop_node, wait_for
@@ -234,3 +234,42 @@ def test_router_survives_hostile_decisions_and_sensors_within_limits():
         assert all(math.isfinite(v) and abs(v) <= lim + 1e-9 for v, lim in zip(cmd.effort, cmd.effort_limit)), cmd
     assert all(math.isfinite(v) for e in efforts for v in e)
     assert_logs_are_bounded(out)
+
+
+def test_a_restarted_aggregator_continues_the_state_of_a_running_reasoning_node(tmp_path):
+    """Its new sequence starts at 0 under a newer epoch: accepted (logged once), never dropped as old."""
+    reasoning = start_node("csr_llm_core.reasoning_node", f"intents_file:={CONFIG / 'intents.yaml'}",
+                           f"prompt_file:={CONFIG / 'prompt.yaml'}", "tau_mem:=2048", "mode:=sync",
+                           "decision_hz:=0.0", "decide_on_request:=false", "status_hz:=5.0",
+                           f"archive_path:={tmp_path / 'archive.jsonl'}")
+    first = start_node("csr_llm_core.aggregator_node")
+    decisions, statuses, second = [], [], None
+    try:
+        with spinning() as spinner:
+            node = spinner.create(Node, "restart_driver")
+            node.create_subscription(Decision, "decision", decisions.append, qos.DECISIONS)
+            node.create_subscription(CsrStatus, "csr_status", statuses.append, qos.COMMANDS)
+            events = node.create_publisher(String, "events", qos.EVENTS)
+            assert wait_for(lambda: statuses and events.get_subscription_count() > 0, 90), "graph not up"
+            events.publish(String(data="operator: please open the door"))
+            assert wait_for(lambda: len(decisions) >= 1, 60), "no decision on the first aggregator's event"
+            first.kill()                                   # kill -9: no goodbye
+            first.wait(timeout=10)
+            second = start_node("csr_llm_core.aggregator_node")
+            # the dead aggregator's subscription lingers until its DDS lease expires: repeat the
+            # event (events are volatile) until the new aggregator has it
+            deadline = time.monotonic() + 60
+            while len(decisions) < 2 and time.monotonic() < deadline:
+                events.publish(String(data="person close to the robot (0.40 m)"))
+                wait_for(lambda: len(decisions) >= 2, 3)
+            assert len(decisions) >= 2, "the restarted aggregator's event was dropped"
+            assert wait_for(lambda: statuses[-1].last_chunk_seq >= 0 and statuses[-1].seq_gaps == 0, 10)
+            dropped = statuses[-1].dropped_chunks
+    finally:
+        rc, out = stop_node(reasoning)
+        if second is not None:
+            stop_node(second)
+        print(out[-4000:])
+    assert rc == 0, out[-3000:]
+    assert out.count("the aggregator restarted (sequence epoch") == 1, out[-3000:]
+    assert dropped == 0 and all(d.trigger == Decision.TRIGGER_EVENT for d in decisions[:2])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 from rclpy.node import Node
 
@@ -82,6 +83,7 @@ class AggregatorNode(Node):
                                      event_window=config.event_window)
         self.faults = FaultLog(self.get_logger().warning, counted_in="the aggregator (not logged)")
         self._lock = threading.Lock()   # one sequence, whatever thread a callback runs on
+        self.epoch = time.time_ns()      # names this sequence: a restart starts a newer one at seq 0
         self.publisher = self.create_publisher(StateChunk, "state_chunks", qos.CHUNK_STREAM)
         self._sensor_subscriptions = []
         for spec in specs:
@@ -98,7 +100,8 @@ class AggregatorNode(Node):
             self.faults.record("event_burst", f"{chunk.coalesced} events on {chunk.source_topic} coalesced into "
                                f"one chunk (more than {self.aggregator.max_events_per_window} in a window)")
         source = self.resolve_topic_name(chunk.source_topic) if chunk.source_topic else ""
-        msg = StateChunk(seq=chunk.seq, source_topic=source, kind=chunk.kind, text=chunk.text, token_count=-1)
+        msg = StateChunk(seq=chunk.seq, epoch=self.epoch, source_topic=source, kind=chunk.kind, text=chunk.text,
+                         token_count=-1)
         set_stamp(msg.header.stamp, chunk.stamp)
         self.publisher.publish(msg)
 

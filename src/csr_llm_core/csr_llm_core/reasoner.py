@@ -147,6 +147,7 @@ class Reasoner(FailoverMixin, WarmRestartMixin):
         self.refused_decisions = 0
         self.last_cached_tokens = -1
         self.last_seq: Optional[int] = None
+        self.sequence_epoch = 0                  # the aggregator start the sequence belongs to (0: unknown)
         self.seq_gaps = 0
         self.reconcile_error: Optional[BaseException] = None
         self.calibration: Optional[dict] = None

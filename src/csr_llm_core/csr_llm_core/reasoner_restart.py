@@ -16,6 +16,7 @@ class WarmRestartMixin:
     log: Any
     last_seq: Optional[int]
     seq_gaps: int
+    sequence_epoch: int
     _engine_lock: Any
     _lock: Any
     _primary_idle: Any
@@ -26,6 +27,12 @@ class WarmRestartMixin:
     def _sync_primary(self) -> None: ...
 
     def _set_primary_view(self, tokens: list, version: int) -> None: ...
+
+    def start_sequence(self, epoch: int, first_seq: int) -> None:
+        """A restarted aggregator: its sequence (under a newer epoch) continues this state."""
+        with self._lock:
+            self.sequence_epoch = int(epoch)
+            self.last_seq = int(first_seq) - 1
 
     def save(self, directory: Union[str, Path]) -> Optional[dict]:
         """Save the logical state and an embedded primary's KV cache (skipped while reconciling).
@@ -42,7 +49,8 @@ class WarmRestartMixin:
                     if local and (self._reconciling or self._primary_view != self.state.tokens()):
                         self.log.warning("state not saved: reconciliation in progress")
                         return None
-                    snapshot = dict(self.state.snapshot(), last_seq=self.last_seq, seq_gaps=self.seq_gaps)
+                    snapshot = dict(self.state.snapshot(), last_seq=self.last_seq, seq_gaps=self.seq_gaps,
+                                    sequence_epoch=self.sequence_epoch)
                 directory.mkdir(parents=True, exist_ok=True)
                 stamp = {"state_version": self.state.version, "kv": f"kept by {self.primary.name}'s server"}
                 if local:     # a server keeps its own cache: only the logical state is ours
@@ -69,6 +77,7 @@ class WarmRestartMixin:
                 raise StateFileError(f"saved CSR state in {directory} refused: {err}") from err
             self.last_seq = snapshot.get("last_seq")
             self.seq_gaps = int(snapshot.get("seq_gaps", 0))
+            self.sequence_epoch = int(snapshot.get("sequence_epoch", 0))
             self._set_primary_view(self.state.tokens(), self.state.version)
             self._primary_last_seq = -1 if self.last_seq is None else self.last_seq
             kv_restored = False

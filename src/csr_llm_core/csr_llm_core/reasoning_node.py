@@ -84,12 +84,17 @@ class ReasoningNode(Node):
                          f"KV {'restored' if info['kv_restored'] else 'recomputed'}")
             except StateFileError as err:
                 log.error(f"{err}; starting with an empty state")
+        # dropped chunks: the first of each kind is logged, the rest counted
+        self.chunk_faults = FaultLog(log.info, {
+            "duplicate_chunk": "a chunk already in the state was dropped (the aggregator's history after a "
+                               "restart, or a duplicate)",
+            "stale_epoch": "a chunk from an aggregator older than the one now publishing was dropped"},
+            counted_in="csr_status dropped_chunks")
         self.running_intent = ""
         self.interrupt_depth = 0
         self.decision_id = 0
         self._wake = threading.Condition()
         self._chunks = deque()
-        self.duplicate_chunks = 0
         self._pending_request = False
         self._stopping = False
         self.decision_pub = self.create_publisher(Decision, "decision", qos.DECISIONS)
@@ -172,11 +177,21 @@ class ReasoningNode(Node):
         that due time; an event chunk then triggers one on the chunks up to and including it.
         """
         stamp = stamp_to_sec(msg.header.stamp)
+        epoch, current = int(msg.epoch), self.reasoner.sequence_epoch
+        if epoch and epoch > current:
+            if current:
+                self.get_logger().info(f"the aggregator restarted (sequence epoch {epoch}): its chunks from "
+                                       f"seq {msg.seq} on continue the state")
+            self.reasoner.start_sequence(epoch, msg.seq)
+        elif epoch and epoch < current:
+            self.chunk_faults.record("stale_epoch", f"seq {msg.seq} of epoch {epoch}, now {current}")
+            return False
         last = self.reasoner.last_seq
         if last is not None and msg.seq <= last:
             # already in the state: the aggregator's history after a (warm) restart, or a duplicate;
             # a watermark carries the next chunk's seq, so old ones are dropped here too
-            self.duplicate_chunks += 1
+            if msg.kind != StateChunk.KIND_WATERMARK:
+                self.chunk_faults.record("duplicate_chunk", f"seq {msg.seq} (newest in the state: {last})")
             return False
         decided = False
         if self.trigger_mode == "chunks" and self.period is not None:
@@ -236,7 +251,8 @@ class ReasoningNode(Node):
                         evicted_chunks=s["evicted_chunks"], evicted_tokens=s["evicted_tokens"],
                         rejected_chunks=s["rejected_chunks"], cached_tokens=s["cached_tokens"],
                         failovers=s["failovers"], refused_decisions=s["refused_decisions"],
-                        down_resources=list(s["down_resources"]))
+                        down_resources=list(s["down_resources"]), dropped_chunks=self.chunk_faults.total,
+                        backlog_chunks=len(self._chunks))
         msg.header.stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(msg)
 
