@@ -194,7 +194,8 @@ class LlamaEngine:
         buffer = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_get_data(self.llm._ctx.ctx, buffer, size)
         stamp = {"model_sha256": model_checksum(self.model_path), "state_version": int(state_version),
-                 "n_tokens": len(self.tokens), "tokens_sha256": tokens_digest(self.tokens), "n_ctx": self.n_ctx}
+                 "n_tokens": len(self.tokens), "tokens_sha256": tokens_digest(self.tokens), "n_ctx": self.n_ctx,
+                 "data_sha256": hashlib.sha256(memoryview(buffer)[:written]).hexdigest()}
         header = json.dumps(stamp).encode()
         token_bytes = np.asarray(self.tokens, dtype=np.int32).tobytes()
         path = Path(path)
@@ -239,6 +240,8 @@ class LlamaEngine:
             problems.append(f"it covers {len(tokens)} tokens that differ from the {len(expected_tokens)} expected")
         if len(tokens) > self.n_ctx:
             problems.append(f"it holds {len(tokens)} tokens, more than n_ctx={self.n_ctx}")
+        if stamp.get("data_sha256") != hashlib.sha256(data).hexdigest():
+            problems.append("its KV data does not match its checksum (corrupt, or saved without one)")
         if problems:
             raise StateFileError(f"saved state {path} refused: " + "; ".join(problems))
         buffer = (ctypes.c_uint8 * data_len).from_buffer_copy(data)

@@ -71,9 +71,12 @@ class WarmRestartMixin:
         except (OSError, ValueError) as err:
             raise StateFileError(f"saved CSR state {directory / 'csr_state.json'}: unreadable ({err})") from err
         with self._engine_lock, self._lock:
+            empty = self.state.snapshot()      # what a refused file leaves: the state as it was
             try:
                 self.state.restore(snapshot)
+                _check_vocabulary(self.state, getattr(self.primary, "n_vocab", None))
             except (KeyError, TypeError, ValueError) as err:
+                self.state.restore(empty)
                 raise StateFileError(f"saved CSR state in {directory} refused: {err}") from err
             self.last_seq = snapshot.get("last_seq")
             self.seq_gaps = int(snapshot.get("seq_gaps", 0))
@@ -91,3 +94,14 @@ class WarmRestartMixin:
                 self.primary.clear()
             return {"chunks": len(self.state.chunks), "kv_restored": kv_restored, "tokens": len(self._primary_view)}
 
+
+def _check_vocabulary(state: Any, n_vocab: Optional[int]) -> None:
+    """ValueError when a restored chunk holds a token id outside the model's vocabulary (a corrupt
+    or foreign file): every decision on such a prefix would fail in llama_decode."""
+    if not n_vocab:
+        return
+    for chunk in state.chunks:
+        bad = [t for t in chunk.tokens if not 0 <= int(t) < n_vocab]
+        if bad:
+            raise ValueError(f"chunk {chunk.seq} holds token ids outside the vocabulary (e.g. {bad[0]}; "
+                             f"n_vocab={n_vocab})")

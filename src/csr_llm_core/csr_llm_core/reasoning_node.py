@@ -152,10 +152,14 @@ class ReasoningNode(Node):
                     return
                 chunks, self._chunks = list(self._chunks), deque()
                 request, self._pending_request = self._pending_request, False
-            try:
-                decided = False
-                for msg in chunks:
+            decided = False
+            for msg in chunks:      # one failing chunk or decision must not drop the chunks behind it
+                try:
                     decided |= self._apply_chunk(msg)
+                except Exception as err:  # noqa: BLE001 - keep the node up; logged once per kind
+                    self.decision_faults.record(f"failed:{type(err).__name__}",
+                                                f"chunk {msg.seq} or its decision failed: {err}")
+            try:
                 if request:
                     self._decide(Decision.TRIGGER_REQUEST)
                     decided = True
@@ -165,8 +169,8 @@ class ReasoningNode(Node):
                     decided = True
                 if chunks and not decided:
                     self.reasoner.pump()
-            except Exception as err:  # keep the node up; the next trigger retries
-                self.get_logger().error(f"decision failed: {type(err).__name__}: {err}")
+            except Exception as err:  # noqa: BLE001 - keep the node up; the next trigger retries
+                self.decision_faults.record(f"failed:{type(err).__name__}", f"a decision failed: {err}")
                 time.sleep(0.1)
 
     def _apply_chunk(self, msg: StateChunk, decide: bool = True) -> bool:

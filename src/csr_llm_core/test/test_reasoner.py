@@ -130,6 +130,23 @@ def test_saved_states_that_do_not_match_are_refused(engines, catalogue, template
         engine.load_state(foreign, state_version=0)
     with pytest.raises(StateFileError, match="differ from the"):
         engine.load_state(state_file, state_version=0, expected_tokens=[2, 3, 4])
+    flipped = tmp_path / "flipped.bin"                # 4 KB flipped inside the KV payload
+    data = bytearray(state_file.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 4096] = bytes(b ^ 0xFF for b in data[middle:middle + 4096])
+    flipped.write_bytes(bytes(data))
+    with pytest.raises(StateFileError, match="does not match its checksum"):
+        engine.load_state(flipped, state_version=0)
+    # token ids outside the vocabulary in the saved chunks: refused, the state stays as it was
+    good = (tmp_path / "saved" / "csr_state.json").read_text()
+    hostile = json.loads(good)
+    hostile["chunks"][0]["tokens"][0] = 10 ** 9
+    (tmp_path / "saved" / "csr_state.json").write_text(json.dumps(hostile))
+    fresh = make(engines, catalogue, template, tmp_path, mode="sync", tau_mem=2048)
+    with pytest.raises(StateFileError, match="outside the vocabulary"):
+        fresh.restore(tmp_path / "saved")
+    assert not fresh.state.chunks and fresh.decide().result.decision.intent in catalogue
+    (tmp_path / "saved" / "csr_state.json").write_text(good)
     # a node restarting on a snapshot whose KV file is refused recomputes instead of failing
     snapshot = json.loads((tmp_path / "saved" / "csr_state.json").read_text())
     snapshot["version"] = 5
