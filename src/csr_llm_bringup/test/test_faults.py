@@ -241,7 +241,8 @@ def test_a_restarted_aggregator_continues_the_state_of_a_running_reasoning_node(
     reasoning = start_node("csr_llm_core.reasoning_node", f"intents_file:={CONFIG / 'intents.yaml'}",
                            f"prompt_file:={CONFIG / 'prompt.yaml'}", "tau_mem:=2048", "mode:=sync",
                            "decision_hz:=0.0", "decide_on_request:=false", "status_hz:=5.0",
-                           f"archive_path:={tmp_path / 'archive.jsonl'}")
+                           f"archive_path:={tmp_path / 'archive.jsonl'}",
+                           f"cpu_affinity:={','.join(map(str, sorted(os.sched_getaffinity(0))))}")
     first = start_node("csr_llm_core.aggregator_node")
     decisions, statuses, second = [], [], None
     try:
@@ -272,4 +273,5 @@ def test_a_restarted_aggregator_continues_the_state_of_a_running_reasoning_node(
         print(out[-4000:])
     assert rc == 0, out[-3000:]
     assert out.count("the aggregator restarted (sequence epoch") == 1, out[-3000:]
+    assert "threads pinned to CPUs" in out                                # cpu_affinity applied, logged
     assert dropped == 0 and all(d.trigger == Decision.TRIGGER_EVENT for d in decisions[:2])

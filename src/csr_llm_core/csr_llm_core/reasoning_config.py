@@ -33,6 +33,7 @@ class ReasoningNodeConfig:
     n_ctx: int = 0                   # per context; 0 = 1.5 * tau_mem + 256
     n_threads_primary: int = 1       # llama.cpp threads per context: never more than free cores
     n_threads_secondary: int = 1
+    cpu_affinity: str = ""           # CPUs for this node's threads (llama.cpp's too), taskset syntax; "" = any
     intents_file: str = ""           # required: the intent catalogue (config/intents.yaml)
     prompt_file: str = ""            # required: the prompt layout (config/prompt.yaml)
     archive_path: str = ""           # "" = a new <cache>/archive/<session>.jsonl per session

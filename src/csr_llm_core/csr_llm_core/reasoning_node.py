@@ -26,6 +26,7 @@ from .model import ModelFileError
 from .paths import expand_path, required_file
 from .prompt import PromptTemplate
 from .reasoner import Reasoner
+from .realtime import pin_threads
 from .reasoning_config import ReasoningNodeConfig, make_resources, new_session_id, resource_names
 from .ros import qos
 from .ros.intent_args import dict_to_arguments
@@ -48,6 +49,9 @@ class ReasoningNode(Node):
             log.fatal(f"cannot start: {err}")
             raise SystemExit(2) from err
         config, mode, tau_mem, n_ctx = cfg.reasoner, cfg.reasoner.mode, cfg.reasoner.tau_mem, cfg.context_size
+        placed = pin_threads(cfg.cpu_affinity)   # before llama.cpp starts its threads: they inherit it
+        if placed:
+            log.info(placed)
         model_path = expand_path(cfg.model_path)
         session = new_session_id()
         archive_path = str(cfg.archive_file(session))
