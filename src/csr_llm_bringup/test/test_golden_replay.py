@@ -1,6 +1,8 @@
 """Bag replay regression: the golden bag replays to the same decisions; perturbations and broken
 bags are reported clearly. The golden bag (>5 MB) is not tracked: `make golden` records it, and
-these tests record it first when it is missing (a live lockstepped run of the golden scenario)."""
+these tests record it first when it is missing (a live lockstepped run of the golden scenario).
+Both run ASR with swaps at a fixed decision after each eviction, so the replay covers evictions,
+background rebuilds and swaps."""
 import shutil
 import subprocess
 import sys
@@ -42,6 +44,9 @@ def test_golden_bag_replays_to_the_same_decisions_and_motor_commands(tmp_path):
     assert decisions >= 10
     assert report.count(" ok") == 5 and "EXCEEDED" not in report      # every joint within tolerance
     assert "timeouts 0" in result.stdout                 # every decision arrived at its lockstep boundary
+    # the replay guards ASR: evictions, background rebuilds and swaps happened, at the same decisions
+    reasoning_log = (tmp_path / "out" / "reasoning.log").read_text()
+    assert reasoning_log.count("ASR swap") >= 2 and reasoning_log.count("evicted") >= 2, reasoning_log[-3000:]
 
 
 @pytest.mark.slow

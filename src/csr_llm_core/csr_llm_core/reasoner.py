@@ -46,6 +46,7 @@ from .engine import DecodeResult
 from .failover import FailoverMixin, ResourceHealth
 from .grammar import DecisionGrammar
 from .prompt import PromptTemplate, chunk_line
+from .reasoner_asr import AsrRebuildMixin
 from .reasoner_restart import WarmRestartMixin
 
 MODES = ("asr", "sync")
@@ -71,6 +72,10 @@ class ReasonerConfig:
     # (BM25, archive_recall.py) open the decision suffix, within archive_recall_tokens; 0 = off
     archive_recall_k: int = 0
     archive_recall_tokens: int = 256
+    # 0: swap as soon as the rebuild is ready (wall-time dependent: a robot). N > 0: swap exactly at
+    # the Nth decision after an eviction, waiting for the rebuild if needed, and evaluate every
+    # context in rebuild_batch pieces, so run and replay decide alike (lockstepped sim, replay)
+    swap_after_decisions: int = 0
 
 
 @dataclass
@@ -84,11 +89,7 @@ class Decision:
     stamp: float = field(default_factory=time.time)
 
 
-class _Stopped(Exception):
-    pass
-
-
-class Reasoner(FailoverMixin, WarmRestartMixin):
+class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
     def __init__(self, engines: Sequence[ReasoningBackend], catalogue: IntentCatalogue, template: PromptTemplate,
                  config: Optional[ReasonerConfig] = None, archive_path: Union[str, Path, None] = None,
                  logger: Optional[logging.Logger] = None, fallback: Optional[ReasoningBackend] = None,
@@ -139,6 +140,7 @@ class Reasoner(FailoverMixin, WarmRestartMixin):
         self._buffer: List[Chunk] = []
         self._untokenized: List[tuple] = []     # accepted while no tokenizer answered: appended in order later
         self._reconciling = False
+        self._decisions_since_evict = 0
         self._ready: Optional[tuple] = None     # (view, version, last_seq) of a warmed secondary
         self._thread: Optional[threading.Thread] = None
         self.swaps = 0
@@ -228,78 +230,6 @@ class Reasoner(FailoverMixin, WarmRestartMixin):
             return
         self._start_reconcile()
 
-    def _start_reconcile(self) -> None:
-        """Warm the secondary on the logical state in the background, then swap (holds self._lock)."""
-        self._reconciling = True
-        self._buffer = []
-        self._thread = threading.Thread(target=self._reconcile, name="asr-reconcile", daemon=True,
-                                        args=(self.state.tokens(), self.state.version, self._primary_last_seq))
-        self._thread.start()
-
-    # --- ASR background rebuild ------------------------------------------------------------
-    def _yield_to_primary(self) -> None:
-        while not self._primary_idle.wait(timeout=0.1):
-            if self._stop.is_set() or self._cancel.is_set():
-                raise _Stopped()
-        if self._stop.is_set() or self._cancel.is_set():
-            raise _Stopped()
-
-    def _reconcile(self, target: List[int], version: int, last_seq: int) -> None:
-        engine = self.secondary
-        assert engine is not None, "reconciliation runs only in ASR mode, which has a secondary"
-        try:
-            engine.sync(target, batch=self.config.rebuild_batch, before_batch=self._yield_to_primary, by_line=True)
-            view = list(target)
-            while True:
-                with self._lock:
-                    pending, self._buffer = self._buffer, []
-                    pending_tokens = [t for chunk in pending for t in chunk.tokens]
-                    if pending:
-                        last_seq = pending[-1].seq
-                    if len(pending_tokens) <= self.config.n_catchup:
-                        self._ready = (view + pending_tokens, version, last_seq)
-                        return
-                engine.extend(pending_tokens, batch=self.config.rebuild_batch, before_batch=self._yield_to_primary,
-                              by_line=True)
-                view.extend(pending_tokens)
-        except _Stopped:
-            return
-        except Exception as err:  # keep serving on the primary; retried at the next eviction
-            self.reconcile_error = err
-            if isinstance(err, BackendUnavailable):     # logged once per outage
-                self.health.mark_down(engine.name, engine.healthy, str(err))
-            else:
-                self.log.error("ASR reconcile on %s failed: %s; decisions continue on %s",
-                               engine.name, err, self.primary.name)
-            with self._lock:
-                self._reconciling = False
-                self._buffer = []
-                self._set_primary_view(self.state.tokens(), self.state.version)
-
-    def _maybe_swap(self) -> None:
-        with self._lock:
-            if self._ready is None:
-                return
-            view, version, last_seq = self._ready
-            secondary = self.secondary
-            assert secondary is not None, "only ASR mode (with a secondary) gets a ready view"
-            for chunk in self._buffer:       # arrived after the secondary became ready
-                view.extend(chunk.tokens)
-                last_seq = chunk.seq
-            self._ready = None
-            self._buffer = []
-            self._reconciling = False
-            self.primary, self.secondary = secondary, self.primary
-            if self.secondary is self.fallback:     # back from the fallback: it waits for the next outage
-                self.secondary = next((e for e in self.resources if e not in (self.primary, self.fallback)), None) \
-                    if self.config.mode == "asr" else None
-            self._set_primary_view(view, version)
-            self._primary_last_seq = max(last_seq, self._primary_last_seq) if view else last_seq
-            self.swaps += 1
-            self.log.info("ASR swap %d: %s is primary (state version %d, %d tokens)",
-                          self.swaps, self.primary.name, version, len(view))
-            self._maybe_evict()
-
     def _set_primary_view(self, tokens: List[int], version: int) -> None:
         """Replace (not extend) what the primary must hold; the next sync compares in full."""
         self._primary_view = tokens
@@ -307,9 +237,9 @@ class Reasoner(FailoverMixin, WarmRestartMixin):
         self._view_epoch = next(_VIEW_EPOCHS)
 
     # --- decision thread -------------------------------------------------------------------
-    def _sync_primary(self) -> None:
+    def _sync_primary(self, deciding: bool = False) -> None:
         self._check_resources()
-        self._maybe_swap()
+        self._maybe_swap(deciding)
         with self._lock:
             view = self._primary_view
             epoch = self._view_epoch        # read with the view: another thread may replace both
@@ -319,10 +249,11 @@ class Reasoner(FailoverMixin, WarmRestartMixin):
             view, target_len, epoch = self._resolve_overflow()
         engine = self.primary
         known = len(engine.tokens)
-        if engine.view_epoch == epoch and known <= target_len:
-            engine.extend(view[known:target_len], by_line=True)   # fast path: the view only grew since the last sync
+        batch = self.config.rebuild_batch if self.config.swap_after_decisions > 0 else None
+        if engine.view_epoch == epoch and known <= target_len:   # fast path: the view only grew
+            engine.extend(view[known:target_len], batch=batch, by_line=True)
         else:
-            engine.sync(view[:target_len], by_line=True)
+            engine.sync(view[:target_len], batch=batch, by_line=True)
             engine.view_epoch = epoch
 
     def _resolve_overflow(self) -> Tuple[List[int], int, int]:
@@ -353,15 +284,6 @@ class Reasoner(FailoverMixin, WarmRestartMixin):
                     self.state.evict()
                 self._set_primary_view(self.state.tokens(), self.state.version)
             return self._primary_view, len(self._primary_view), self._view_epoch
-
-    def _cancel_reconcile(self) -> None:
-        thread = self._thread
-        if thread is not None and thread.is_alive():
-            self._cancel.set()
-            self._primary_idle.set()
-            thread.join()
-            self._primary_idle.clear()
-            self._cancel.clear()
 
     def pump(self) -> None:
         """Append pending chunk tokens to the primary's KV cache (call between decisions).
@@ -402,7 +324,7 @@ class Reasoner(FailoverMixin, WarmRestartMixin):
             self._primary_idle.clear()
         try:
             start = time.perf_counter()
-            self._sync_primary()
+            self._sync_primary(deciding=True)
             catchup_ms = (time.perf_counter() - start) * 1e3
             suffix, grounded, context = self.decision_inputs(running, interrupts)
             result = self.primary.decide(suffix, self.grammar, grounded, context)

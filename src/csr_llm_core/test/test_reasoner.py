@@ -264,3 +264,34 @@ def test_archive_recall_opens_the_suffix_with_this_sessions_evicted_chunks(engin
     header = json.loads(archive.read_text().splitlines()[2])["header"]      # this session's part of the file
     assert header["session"] == "now" and header["tau_mem"] == 1024 and header["resources"][0]["name"] == "R1"
     assert all("header" not in row for row in recalling.state.archive.read())
+
+
+def test_asr_swaps_at_a_fixed_decision_boundary_whatever_the_timing(engines, catalogue, template, tmp_path):
+    """swap_after_decisions: a fast and a slow run of one chunk stream swap at the same decision
+    and decide alike (what makes ASR replayable under lockstep)."""
+    runs = []
+    for pause in (0.0, 0.03):
+        for engine in engines:
+            engine.clear()
+        reasoner = make(engines, catalogue, template, tmp_path / f"run{pause}", swap_after_decisions=2,
+                        rebuild_pause=False, tau_mem=800)
+        trace = []
+        try:
+            for seq in range(56):
+                feed(reasoner, [seq])
+                if seq % 4 == 3:
+                    decision = reasoner.decide(running="open_door")
+                    trace.append((seq, decision.resource, decision.state_version, decision.result.decision.intent,
+                                  decision.prefix_tokens))
+                time.sleep(pause)
+            status = reasoner.status()
+        finally:
+            reasoner.close()
+        runs.append((trace, status["swaps"], status["evictions"]))
+    (fast, fast_swaps, fast_evictions), (slow, slow_swaps, slow_evictions) = runs
+    assert fast_evictions >= 2 and fast_swaps >= 2, runs
+    assert fast == slow and fast_swaps == slow_swaps, runs
+    # each eviction's first decision still runs on the old primary, the second on the rebuilt one
+    versions = [version for _, _, version, _, _ in fast]
+    first_new = [i for i in range(1, len(fast)) if fast[i][1] != fast[i - 1][1]]
+    assert first_new and all(versions[i] > versions[i - 1] for i in first_new)

@@ -1,0 +1,147 @@
+"""The ASR background rebuild, the Reasoner's part that runs the secondary context (a mixin).
+
+At an eviction `_start_reconcile` warms the secondary on the shortened logical state in a thread,
+in `rebuild_batch` pieces that yield to a decision in flight; chunks that arrive meanwhile are
+buffered and caught up until fewer than `n_catchup` tokens are left, then the secondary is ready.
+`_maybe_swap` (decision thread) swaps it in: as soon as it is ready, or with
+`swap_after_decisions` = N exactly at the Nth decision after the eviction (waiting for the rebuild
+if needed), so a lockstepped run and its replay swap at the same point of the chunk stream.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, List, Optional
+
+from .backend import BackendUnavailable
+
+
+class _Stopped(Exception):
+    pass
+
+
+class AsrRebuildMixin:
+    """Reasoner methods (the attributes are Reasoner's)."""
+    config: Any
+    primary: Any
+    secondary: Any
+    fallback: Any
+    resources: List[Any]
+    state: Any
+    health: Any
+    log: Any
+    swaps: int
+    reconcile_error: Optional[BaseException]
+    _lock: Any
+    _buffer: list
+    _ready: Optional[tuple]
+    _reconciling: bool
+    _thread: Optional[threading.Thread]
+    _primary_idle: threading.Event
+    _stop: threading.Event
+    _cancel: threading.Event
+    _primary_last_seq: int
+    _decisions_since_evict: int
+    _set_primary_view: Callable[[List[int], int], None]
+    _maybe_evict: Callable[[], None]
+
+    def _start_reconcile(self) -> None:
+        """Warm the secondary on the logical state in the background, then swap (holds self._lock)."""
+        self._reconciling = True
+        self._decisions_since_evict = 0
+        self._buffer = []
+        self._thread = threading.Thread(target=self._reconcile, name="asr-reconcile", daemon=True,
+                                        args=(self.state.tokens(), self.state.version, self._primary_last_seq))
+        self._thread.start()
+
+    # --- ASR background rebuild ------------------------------------------------------------
+    def _yield_to_primary(self) -> None:
+        while not self._primary_idle.wait(timeout=0.1):
+            if self._stop.is_set() or self._cancel.is_set():
+                raise _Stopped()
+        if self._stop.is_set() or self._cancel.is_set():
+            raise _Stopped()
+
+    def _reconcile(self, target: List[int], version: int, last_seq: int) -> None:
+        engine = self.secondary
+        assert engine is not None, "reconciliation runs only in ASR mode, which has a secondary"
+        try:
+            engine.sync(target, batch=self.config.rebuild_batch, before_batch=self._yield_to_primary, by_line=True)
+            view = list(target)
+            while True:
+                with self._lock:
+                    pending, self._buffer = self._buffer, []
+                    pending_tokens = [t for chunk in pending for t in chunk.tokens]
+                    if pending:
+                        last_seq = pending[-1].seq
+                    if len(pending_tokens) <= self.config.n_catchup:
+                        self._ready = (view + pending_tokens, version, last_seq)
+                        return
+                engine.extend(pending_tokens, batch=self.config.rebuild_batch, before_batch=self._yield_to_primary,
+                              by_line=True)
+                view.extend(pending_tokens)
+        except _Stopped:
+            return
+        except Exception as err:  # keep serving on the primary; retried at the next eviction
+            self.reconcile_error = err
+            if isinstance(err, BackendUnavailable):     # logged once per outage
+                self.health.mark_down(engine.name, engine.healthy, str(err))
+            else:
+                self.log.error("ASR reconcile on %s failed: %s; decisions continue on %s",
+                               engine.name, err, self.primary.name)
+            with self._lock:
+                self._reconciling = False
+                self._buffer = []
+                self._set_primary_view(self.state.tokens(), self.state.version)
+
+    def _maybe_swap(self, deciding: bool = False) -> None:
+        wanted = self.config.swap_after_decisions
+        if wanted > 0 and self._reconciling:     # a fixed decision boundary, not whenever ready
+            if not deciding:
+                return
+            self._decisions_since_evict += 1
+            if self._decisions_since_evict < wanted:
+                return
+            self._await_rebuild()
+        with self._lock:
+            if self._ready is None:
+                return
+            view, version, last_seq = self._ready
+            secondary = self.secondary
+            assert secondary is not None, "only ASR mode (with a secondary) gets a ready view"
+            for chunk in self._buffer:       # arrived after the secondary became ready
+                view.extend(chunk.tokens)
+                last_seq = chunk.seq
+            self._ready = None
+            self._buffer = []
+            self._reconciling = False
+            self.primary, self.secondary = secondary, self.primary
+            if self.secondary is self.fallback:     # back from the fallback: it waits for the next outage
+                self.secondary = next((e for e in self.resources if e not in (self.primary, self.fallback)), None) \
+                    if self.config.mode == "asr" else None
+            self._set_primary_view(view, version)
+            self._primary_last_seq = max(last_seq, self._primary_last_seq) if view else last_seq
+            self.swaps += 1
+            self.log.info("ASR swap %d: %s is primary (state version %d, %d tokens)",
+                          self.swaps, self.primary.name, version, len(view))
+            self._maybe_evict()
+
+    def _await_rebuild(self) -> None:
+        """Block this decision until the secondary is ready (or its rebuild failed)."""
+        paused = not self._primary_idle.is_set()
+        self._primary_idle.set()                 # a pausing rebuild must not wait for us
+        try:
+            while self._ready is None and self._reconciling and not self._stop.is_set():
+                time.sleep(0.002)
+        finally:
+            if paused:
+                self._primary_idle.clear()
+
+    def _cancel_reconcile(self) -> None:
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            self._cancel.set()
+            self._primary_idle.set()
+            thread.join()
+            self._primary_idle.clear()
+            self._cancel.clear()
