@@ -45,6 +45,10 @@ What is measured, in one run:
   publishes stamped ``joint_states`` at ~1 kHz and takes, for each stamp, the first
   ``motor_command`` carrying it: receive time minus stamp, p50 and p99. ``loop_hz``: the node's
   own achieved rate (RouterStatus.loop_hz, median over the run).
+* ``under_load``: the same DDS measurement while a reasoning-like load (``csr_llm_core.decision_load``:
+  the bundled model deciding back to back in another process) shares the machine, once with no
+  placement and once with the load on the first CPU and the router (``cpu_affinity``) on the last:
+  loop rate, e2e latency and the load's decisions per second, side by side.
 """
 from __future__ import annotations
 
@@ -299,6 +303,25 @@ def run_e2e(seconds: float, discovery_timeout: float = 30.0, extra: Optional[Lis
     return result
 
 
+def run_e2e_under_load(seconds: float, pinned: bool) -> dict:
+    """run_e2e while csr_llm_core.decision_load runs; pinned: load on the first CPU, router on the last."""
+    cpus = sorted(os.sched_getaffinity(0))
+    load_cpu, router_cpu = (str(cpus[0]), str(cpus[-1])) if pinned and len(cpus) > 1 else ("", "")
+    load = subprocess.Popen([sys.executable, "-m", "csr_llm_core.decision_load", "--seconds", str(seconds + 120),
+                             "--cpu", load_cpu], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in load.stdout or []:        # the model loaded and deciding before we measure
+            if "ready" in line:
+                break
+        result = run_e2e(seconds, extra=[f"cpu_affinity:={router_cpu}"] if router_cpu else None)
+    finally:
+        load.send_signal(2)
+        out = load.communicate(timeout=60)[0]
+    lines = [ln for ln in out.splitlines() if ln.startswith("decisions ")]
+    rate = float(lines[-1].split("(")[1].split("/s")[0]) if lines else 0.0
+    return dict(result, load_decisions_per_s=rate, router_cpus=router_cpu or "any", load_cpus=load_cpu or "any")
+
+
 def table(res: dict) -> str:
     c, u = res["tick_us"], res["tick_us_uncached"]
     rows = [
@@ -323,6 +346,9 @@ def table(res: dict) -> str:
              "p99 <= 2000 us"),
             ("loop rate (node)", f"{res['loop_hz']:.1f} Hz", ">= 990 Hz"),
         ]
+    for name, run in (res.get("under_load") or {}).items():
+        rows.append((f"under load, {name}: loop / e2e p99 / load", f"{run['loop_hz']:.0f} Hz / "
+                     f"{run['e2e_us']['p99']:.0f} us / {run['load_decisions_per_s']:.1f} decisions/s", ""))
     w = max(len(r[0]) for r in rows)
     w2 = max(len(r[1]) for r in rows)
     lines = [f"{'metric':<{w}}  {'value':<{w2}}  goal", "-" * (w + w2 + 20)]
@@ -336,6 +362,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--ticks", type=int, default=120_000)
     ap.add_argument("--e2e-seconds", type=float, default=10.0)
     ap.add_argument("--no-dds", action="store_true", help="skip the cross-process latency part")
+    ap.add_argument("--no-load", action="store_true", help="skip the DDS runs under a reasoning load")
     args = ap.parse_args(argv)
     print(f"[bench-router] closed loop, cache on, {args.ticks} ticks ...", flush=True)
     cached = run_closed_loop(args.ticks, True)
@@ -367,6 +394,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         except Exception as exc:  # noqa: BLE001 - report, do not hide
             res["detail"]["dds_error"] = f"{type(exc).__name__}: {exc}"
             print(f"[bench-router] DDS part failed: {exc}", file=sys.stderr)
+        if not args.no_load:
+            res["under_load"] = {}
+            for name, pinned in (("unpinned", False), ("pinned", True)):
+                print(f"[bench-router] under a reasoning load ({name}) for {args.e2e_seconds:g} s ...", flush=True)
+                try:
+                    res["under_load"][name] = run_e2e_under_load(args.e2e_seconds, pinned)
+                except Exception as exc:  # noqa: BLE001 - report, do not hide
+                    res["detail"][f"load_{name}_error"] = f"{type(exc).__name__}: {exc}"
+                    print(f"[bench-router] load part ({name}) failed: {exc}", file=sys.stderr)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2) + "\n")
