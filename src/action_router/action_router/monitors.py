@@ -7,9 +7,13 @@ Signals, not timers, invalidate the layers (seed document 002):
     for that joint (back below ``limit - hysteresis``);
   * ``ConfidenceMonitor``: measured effort disagreeing with the last command for ``dwell`` ticks
     clears the confidence bit (integration frozen, limits scaled); agreement sets it again;
-  * ``ClampMonitor``: a joint clamped continuously for ``persist`` seconds sets the failure flag.
+  * ``ClampMonitor``: a joint clamped continuously for ``persist`` seconds sets the failure flag;
+  * ``DecisionWatchdog``: no valid decision for ``timeout_s`` (the reasoning node died or hangs)
+    while a task runs sets the failure flag; ``BaseTravel`` measures a sub-task's base distance.
 """
 from __future__ import annotations
+
+import math
 
 from typing import Optional
 
@@ -93,3 +97,35 @@ class ClampMonitor:
     def update(self, clamped: np.ndarray, now: float) -> bool:
         self.since = np.where(clamped, np.where(np.isnan(self.since), now, self.since), np.nan)
         return bool(np.any(now - self.since >= self.persist))
+
+
+class DecisionWatchdog:
+    """When the decision stream was last alive; `lost` once it was silent for `timeout_s` (0: never)."""
+
+    def __init__(self, timeout_s: float):
+        self.timeout_s = float(timeout_s)
+        self.last: Optional[float] = None      # nothing decided yet: start-up is not a loss
+
+    def decided(self, now: float) -> None:
+        self.last = now
+
+    def lost(self, now: float) -> bool:
+        return self.timeout_s > 0 and self.last is not None and now - self.last > self.timeout_s
+
+
+class BaseTravel:
+    """Base distance per tick: odometry when fresh (< 0.5 s old), else the commanded speed * dt."""
+
+    def __init__(self) -> None:
+        self._prev = np.zeros(3)
+        self._prev_valid = False
+
+    def step(self, now: float, dt: float, pose: np.ndarray, odom_time: float, odom_version: int,
+             commanded_vx: float) -> float:
+        if odom_version and now - odom_time < 0.5:
+            moved = math.hypot(pose[0] - self._prev[0], pose[1] - self._prev[1]) if self._prev_valid else 0.0
+            self._prev[:] = pose
+            self._prev_valid = True
+            return moved
+        self._prev_valid = False
+        return abs(commanded_vx) * dt

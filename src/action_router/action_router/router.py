@@ -42,7 +42,7 @@ from .interrupts import (SOURCE_INTERRUPT, SOURCE_TASK, SOURCE_UNKNOWN_SCENE, Ar
 from .level1 import NO_MATCH, Level1, Level1Result, UnknownScene
 from .level2 import Level2
 from .level3 import EXEC_DERATED, EXEC_FAILSAFE, EXEC_NOMINAL, EXEC_STOPPED, Level3  # noqa: F401 - re-exported
-from .monitors import ConfidenceMonitor, GripMonitor, TemperatureMonitor
+from .monitors import BaseTravel, ConfidenceMonitor, DecisionWatchdog, GripMonitor, TemperatureMonitor
 from .outputs import Command, RouterStatusSnapshot, build_command, status_snapshot
 from .params import RouterConfig, make_config
 from .scene import SceneFrames
@@ -154,10 +154,9 @@ class Router:
         self._key_context: Tuple[str, int] = ("", 0)   # (intent, stage) the tick publishes for the key step
         self._key_snap = np.zeros(KEY_DIM)
         self._last_tick: Optional[float] = None
-        self._prev_odom_pose = np.zeros(3)
-        self._prev_odom_valid = False
+        self.base_travel = BaseTravel()
         self._state_ever_ok = False
-        self._last_decision_time: Optional[float] = None
+        self.decision_watchdog = DecisionWatchdog(float(cfg["decision_timeout_s"]))
         self.repeated_decisions = 0
         self.subtasks_completed = 0
         self.grip_done_count = 0
@@ -204,9 +203,10 @@ class Router:
         state_ok = snap.state_version > 0 and snap.all_joints_seen \
             and (now - snap.state_time) <= float(self.cfg["state_timeout_s"])
         for decision in self.inputs.take_decisions():
-            self._last_decision_time = now
+            self.decision_watchdog.decided(now)
             self._start_decision(decision, now, snap.odom_pose)
-        self._check_decision_stream(now)
+        if self.decision_watchdog.lost(now) and self._commanding() and not self.execution.failure:
+            self._fail(now, f"no decision for {self.decision_watchdog.timeout_s:g} s: reasoning node lost?")
         # 1. physical invalidations
         new_hot = self.temperature_monitor.update(snap.temperature)
         if new_hot:
@@ -222,7 +222,9 @@ class Router:
         elif self._state_ever_ok and not self.execution.failure and self._commanding():
             self.faults.record("joint_state_timeout")
             self._fail(now, "joint states stale")
-        self._track_base_travel(now, dt, snap.odom_pose, snap.odom_time, snap.odom_version)
+        moved = self.base_travel.step(now, dt, snap.odom_pose, snap.odom_time, snap.odom_version, self.level3.base_vx)
+        if self.stack.top is not None:
+            self.stack.top.base_travel += moved
         # 2. interrupts
         fresh = snap.proximity_version and now - snap.proximity_time <= float(self.cfg["proximity_timeout_s"])
         update = self.interrupts.update(snap.proximity if fresh else math.inf, now, self.stack,
@@ -271,19 +273,6 @@ class Router:
     def _command(self, l1_hit: bool, l2_hit: bool, l3_clamped: bool, tracking: bool,
                  timings: Tuple[float, float, float], stamp: Tuple[int, int]) -> Command:
         return build_command(self, (l1_hit, l2_hit, l3_clamped, tracking), timings, stamp)
-
-    def _track_base_travel(self, now: float, dt: float, pose: np.ndarray, odom_time: float, odom_version: int) -> None:
-        """Base distance of the running sub-task: odometry when fresh, else the commanded speed."""
-        top = self.stack.top
-        if odom_version and now - odom_time < 0.5:
-            if self._prev_odom_valid and top is not None:
-                top.base_travel += math.hypot(pose[0] - self._prev_odom_pose[0], pose[1] - self._prev_odom_pose[1])
-            self._prev_odom_pose[:] = pose
-            self._prev_odom_valid = True
-        else:
-            self._prev_odom_valid = False
-            if top is not None:
-                top.base_travel += abs(self.level3.base_vx) * dt
 
     def close(self) -> None:
         """Write what the shared task store still holds queued and stop its thread."""
@@ -360,13 +349,6 @@ class Router:
         return frame.done or self.subtasks[frame.current].done == "never"
 
     # ------------------------------------------------------------------ failure
-    def _check_decision_stream(self, now: float) -> None:
-        timeout = float(self.cfg["decision_timeout_s"])
-        last = self._last_decision_time
-        if timeout > 0 and last is not None and now - last > timeout and self._commanding() \
-                and not self.execution.failure:
-            self._fail(now, f"no decision for {timeout:g} s: reasoning node lost?")
-
     def _fail(self, now: float, why: str) -> None:
         self.execution.failure = True
         self.level3.begin_failsafe(now)
