@@ -41,6 +41,13 @@ def fault_kinds(output: str) -> dict:
     return counts
 
 
+def print_recovery(title: str, recovery: dict) -> None:
+    """The measured recovery times (shown with pytest -s)."""
+    print("\n" + title)
+    for what, seconds in recovery.items():
+        print(f"  {what:32s} {1000 * seconds:7.1f} ms")
+
+
 def assert_logs_are_bounded(output: str, max_line: int = 2000) -> None:
     kinds = fault_kinds(output)
     assert kinds and all(n == 1 for n in kinds.values()), kinds          # one line per kind
@@ -145,9 +152,7 @@ def test_aggregator_survives_hostile_sensors_and_an_event_flood():
                 assert len(flood) <= 6 * (4.0 / 0.5 + 2), len(flood)       # 5 + 1 per 0.5 s window
     finally:
         rc, out = stop_node(aggregator)
-    print("\naggregator recovery (bad input -> next normal event is a chunk):")
-    for what, seconds in recovery.items():
-        print(f"  {what:32s} {1000 * seconds:7.1f} ms")
+    print_recovery("aggregator recovery (bad input -> next normal event is a chunk):", recovery)
     assert rc == 0, out[-3000:]
     seqs = [c.seq for c in chunks if c.kind != StateChunk.KIND_WATERMARK]
     assert seqs == list(range(len(seqs)))                             # gap-free from 0
@@ -224,9 +229,7 @@ def test_router_survives_hostile_decisions_and_sensors_within_limits():
                 assert statuses[-1].input_faults >= 5, statuses[-1]
     finally:
         rc, out = stop_node(router)
-    print("\nrouter recovery (hostile input -> a valid decision is the active intent):")
-    for what, seconds in recovery.items():
-        print(f"  {what:32s} {1000 * seconds:7.1f} ms")
+    print_recovery("router recovery (hostile input -> a valid decision is the active intent):", recovery)
     assert rc == 0, out[-3000:]
     assert "threads pinned to CPUs" in out                              # cpu_affinity applied, logged
     assert len(commands) > 100 and efforts

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence, Union
 
+from .csr_state import new_session_id
+
 RECALL_HEADER = "Recalled from the archive (evicted earlier), oldest first:"
 
 
@@ -73,7 +75,7 @@ def recall_block(chunks: Sequence[RecalledChunk]) -> str:
 
 def archive_header(session: str, resources: Sequence[Any], config: Any) -> dict:
     """Which session, model(s) and settings the archive rows that follow belong to."""
-    return {"session": session or f"{time.strftime('%Y%m%d-%H%M%S')}-anonymous",
+    return {"session": session or new_session_id(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "resources": [{"name": r.name, "where": str(getattr(r, "server", "") or getattr(r, "model_path", ""))}
                           for r in resources],

@@ -59,3 +59,16 @@ class ReasoningBackend(Protocol):
     def healthy(self) -> bool: ...
 
     def close(self) -> None: ...
+
+
+def sync_cache(backend: "ReasoningBackend", target: Sequence[int], **extend_args) -> int:
+    """Make `backend` hold exactly `target`: keep the common prefix, drop the rest, evaluate what is
+    new. Returns how many tokens had to be evaluated. Every backend's `sync`."""
+    held = backend.tokens
+    common = 0
+    limit = min(len(held), len(target))
+    while common < limit and held[common] == target[common]:
+        common += 1
+    backend.truncate(common)
+    backend.extend(target[common:], **extend_args)
+    return len(target) - common

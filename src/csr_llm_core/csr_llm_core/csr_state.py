@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
+import time
 from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -75,6 +77,11 @@ class ChunkArchive:
         with open(self.path, encoding="utf-8") as handle:
             rows = [json.loads(line) for line in handle if line.strip()]
         return [row for row in rows if "header" not in row]
+
+
+def new_session_id() -> str:
+    """Start time and process: sorts by time, unique per process."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
 
 
 def session_archive_path(directory: Union[str, Path], session: str, keep: int) -> Path:

@@ -19,6 +19,7 @@ from typing import Callable, List, Optional, Sequence, Union
 
 import numpy as np
 
+from .backend import sync_cache
 from .grammar import DecisionGrammar, ParsedDecision
 from .model import load_llama, model_checksum, resolve_model_path
 
@@ -123,13 +124,7 @@ class LlamaEngine:
 
     def sync(self, target: Sequence[int], **extend_args) -> int:
         """Make the cache hold exactly `target`; returns how many tokens had to be evaluated."""
-        common = 0
-        limit = min(len(self.tokens), len(target))
-        while common < limit and self.tokens[common] == target[common]:
-            common += 1
-        self.truncate(common)
-        self.extend(target[common:], **extend_args)
-        return len(target) - common
+        return sync_cache(self, target, **extend_args)
 
     def clear(self) -> None:
         self.llm._ctx.kv_cache_clear()

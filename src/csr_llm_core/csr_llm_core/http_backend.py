@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence
 from urllib.parse import urlsplit
 
-from .backend import BackendUnavailable, DecisionRefused
+from .backend import BackendUnavailable, DecisionRefused, sync_cache
 from .catalogue import DecisionError, ParsedDecision
 from .engine import ContextFullError, DecodeResult
 from .grammar import DecisionGrammar
@@ -248,13 +248,7 @@ class HttpBackend:
         self.tokens = prompt
 
     def sync(self, target: Sequence[int], **extend_args) -> int:
-        common = 0
-        limit = min(len(self.tokens), len(target))
-        while common < limit and self.tokens[common] == target[common]:
-            common += 1
-        self.truncate(common)
-        self.extend(target[common:], **extend_args)
-        return len(target) - common
+        return sync_cache(self, target, **extend_args)
 
     # --- decisions ---------------------------------------------------------------------------
     def decide(self, suffix: Sequence[int], grammar: DecisionGrammar,

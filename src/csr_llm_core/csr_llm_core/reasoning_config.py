@@ -7,8 +7,6 @@ Each resource (R1, R2) is declared under ``r1.`` / ``r2.`` with RemoteResource's
 """
 from __future__ import annotations
 
-import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -76,10 +74,6 @@ class ReasoningNodeConfig:
         return Path(text) if text else session_archive_path(default_cache_dir() / "archive", session,
                                                             self.archive_keep)
 
-
-def new_session_id() -> str:
-    """Start time and process: sorts by time, unique per node process."""
-    return f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
 
 
 def resource_names(mode: str) -> Tuple[str, ...]:

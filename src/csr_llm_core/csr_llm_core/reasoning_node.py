@@ -17,7 +17,7 @@ from csr_llm_msgs.msg import CsrStatus, Decision, RouterStatus, StateChunk
 
 from .backend import BackendUnavailable, DecisionRefused, NoResourceAvailable
 from .catalogue import IntentCatalogue
-from .csr_state import ChunkRejected
+from .csr_state import ChunkRejected, new_session_id
 from .engine import StateFileError
 from .failover import ResourceHealth
 from .faults import FaultLog
@@ -27,7 +27,7 @@ from .paths import expand_path, required_file
 from .prompt import PromptTemplate
 from .reasoner import Reasoner
 from .realtime import pin_threads
-from .reasoning_config import ReasoningNodeConfig, make_resources, new_session_id, resource_names
+from .reasoning_config import ReasoningNodeConfig, make_resources, resource_names
 from .ros import qos
 from .ros.intent_args import dict_to_arguments
 from .ros.node import run_node
