@@ -123,6 +123,14 @@ bench-scene: setup
 scene-keys: setup
 	$(PY) -m csr_llm_bringup.sim.scene_keys --per-kind 500
 
+# Retrain the intent adapter from generated situations (after changing config/prompt.yaml, the
+# intents or the model: the reasoning node refuses an adapter trained for another head or model).
+# ~30 min on 2 cores; writes src/csr_llm_core/csr_llm_core/data/intent_adapter_gemma3_270m.npz.
+.PHONY: intent-adapter
+intent-adapter: setup
+	@mkdir -p build/intent_adapter
+	$(PY) -m csr_llm_core.intent_adapter_build $(ADAPTER_ARGS)
+
 # Memory recall: CSR vs sliding window vs BM25 retrieval vs full recompute vs CSR + archive recall on
 # generated 4K-32K-token histories (build/bench/recall.json + recall.png; ~10-15 min on 2 cores).
 # RECALL_ARGS="--full" for more questions, "--dataset FILE.jsonl", "--model-path BIG.gguf".

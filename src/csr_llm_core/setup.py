@@ -8,6 +8,7 @@ setup(
     description="CSR token store, ASR reconciler, llama.cpp engine, aggregator and reasoning nodes",
     license="Apache-2.0",
     packages=find_packages(exclude=["test"]),
+    package_data={PACKAGE: ["data/*.npz"]},     # the intent adapter (intent_adapter.py)
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),

@@ -93,7 +93,8 @@ def golden_bag_stream(bag: Path) -> Optional[Stream]:
 
 # --- variants --------------------------------------------------------------------------------
 def variant_templates(prompt: Mapping) -> Dict[str, Mapping]:
-    """Prompt mappings per lever: each adds one lever to the baseline; `combined` has them all."""
+    """Prompt mappings per lever: each adds one lever to the baseline; `combined` has them all,
+    `calibrated` all but the intent adapter (calibration instead)."""
     base = dict(BASELINE_PROMPT, recent_events=0, calibrate=False, ground_arguments=False)
     head = {k: prompt[k] for k in ("robot_description", "instruction", "examples", "events_header", "calibration_state",
                                    "examples_as_turns") if k in prompt}
@@ -104,6 +105,7 @@ def variant_templates(prompt: Mapping) -> Dict[str, Mapping]:
         "suffix": dict(base, **suffix),
         "calibration": dict(base, calibrate=True),
         "head+suffix": {**base, **head, **suffix},
+        "calibrated": dict(prompt, intent_adapter=""),
         "combined": dict(prompt),
     }
 
@@ -232,7 +234,7 @@ def main(argv=None) -> int:
     from .engine import LlamaEngine
     from .prompt import PromptTemplate
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variants", default="baseline,head,suffix,calibration,head+suffix,combined")
+    parser.add_argument("--variants", default="baseline,head,suffix,calibration,head+suffix,calibrated,combined")
     parser.add_argument("--situations", default="", help="comma-separated names (default: all)")
     parser.add_argument("--config-dir", type=Path, default=Path("config"),
                         help="folder with intents.yaml and prompt.yaml (default: ./config)")

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from .catalogue import IntentCatalogue
 from .csr_state import Chunk, KIND_EVENT
 from .grammar import DecisionGrammar
+from .intent_adapter import DEFAULT_ADAPTER, AdapterMismatch, IntentAdapter, head_digest
+from .paths import expand_path
 from .prompt import CONTENT_FREE_EVENTS, PromptTemplate, chunk_line, tokenize_suffix
 
 Tokenize = Callable[[str], List[int]]
@@ -58,6 +61,31 @@ class DecisionPrompt:
             text = "\n".join(c.text for c in chunks)
             grounded = [value for value, pattern in self._enum_patterns.items() if pattern.search(text)]
         return suffix, grounded, running
+
+    def load_adapter(self, resources: Sequence, grammar: DecisionGrammar,
+                     head: List[int]) -> Optional[IntentAdapter]:
+        """The template's intent adapter when it fits the model, head and catalogue; else None (logged)."""
+        setting = self.template.intent_adapter
+        if not setting:
+            return None
+        if not all(e.is_local for e in resources):
+            self.log.warning("intent adapter needs the hidden state in this process: off for every resource, "
+                             "as %s run on a server", ", ".join(e.name for e in resources if not e.is_local))
+            return None
+        from .model import model_checksum
+        path = DEFAULT_ADAPTER if setting == "default" else Path(expand_path(setting))
+        engine = resources[0]
+        try:
+            adapter = IntentAdapter.load(path, model_sha256=model_checksum(engine.model_path),
+                                         head_sha256=head_digest(head), n_embd=engine.n_embd,
+                                         first_tokens=grammar.intent_first_tokens())
+        except AdapterMismatch as err:
+            self.log.warning("%s; deciding without it", err)
+            return None
+        self.log.info("intent adapter %s: trained on %s generated examples (held-out accuracy %s, bare model %s)",
+                      path.name, adapter.meta.get("train_examples"), adapter.meta.get("val_accuracy"),
+                      adapter.meta.get("val_base_accuracy"))
+        return adapter
 
     def calibrate(self, engine, grammar: DecisionGrammar, head: List[int]) -> dict:
         """Content-free first-token priors, once per head, one per running task the suffix can name.

@@ -65,6 +65,7 @@ class LlamaEngine:
         self.n_ctx = self.llm.n_ctx()
         self.n_batch = n_batch
         self.n_vocab = self.llm.n_vocab()
+        self.n_embd = self.llm.n_embd()
         self.tokens: List[int] = []
         # Set by the Reasoner: the epoch of its view of the state these tokens were synced to (None:
         # never synced); while it is unchanged the view has only grown, so syncing may just append.
@@ -140,6 +141,18 @@ class LlamaEngine:
         pointer = self.llm._ctx.get_logits_ith(-1)
         return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
 
+    def hidden_after(self, tokens: Sequence[int]) -> np.ndarray:
+        """Evaluate `tokens` (kept in the cache) and return the last one's final hidden state (a copy)."""
+        import llama_cpp
+        ctx = self.llm._ctx.ctx
+        llama_cpp.llama_set_embeddings(ctx, True)
+        try:
+            self.extend(tokens)
+            pointer = llama_cpp.llama_get_embeddings_ith(ctx, -1)
+            return np.array(np.ctypeslib.as_array(pointer, shape=(self.n_embd,)), dtype=np.float32)
+        finally:
+            llama_cpp.llama_set_embeddings(ctx, False)
+
     def logits_after(self, tokens: Sequence[int]) -> np.ndarray:
         """Next-token logits after appending `tokens` to the cache (a copy); the cache is rolled back."""
         prefix_len = len(self.tokens)
@@ -157,10 +170,17 @@ class LlamaEngine:
         `grounded`, `context`: argument grounding and calibration context (see grammar.start)."""
         prefix_len = len(self.tokens)
         start = time.perf_counter()
+        adapter = grammar.intent_adapter
         try:
-            self.extend(suffix)
             run = grammar.start(grounded, context)
             step = run.first()
+            if adapter is not None and not step.feed and run.at_intent_choice(step):
+                # the suffix's last token alone, with embeddings on (llama.cpp would otherwise
+                # compute logits for every suffix token): its hidden state feeds the adapter
+                self.extend(suffix[:-1])
+                run.intent_bias = adapter.bias(self.hidden_after(suffix[-1:]))
+            else:
+                self.extend(suffix)
             ttft: Optional[float] = None
             while not step.done:
                 if step.feed:

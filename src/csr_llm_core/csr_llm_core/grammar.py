@@ -100,6 +100,8 @@ class DecodeRun:
     _text: List[str] = field(default_factory=list)
     result: Optional[ParsedDecision] = None
     prior: Optional[Dict[int, float]] = None      # content-free log-probs of the first intent tokens
+    # added to the intent's first-token log-probs instead of the prior (an intent adapter's output)
+    intent_bias: Optional[Dict[int, float]] = None
 
     def first(self) -> Step:
         self._gen = self.grammar._program(self)
@@ -116,10 +118,17 @@ class DecodeRun:
         if allowed is None:
             raise ValueError("the decision is complete: there is nothing to pick")
         scores = np.asarray(logits[allowed], dtype=np.float64)
-        if self.prior is not None and not self.chosen and \
-                np.array_equal(allowed, self.grammar.first_token_ids):     # the intent's first token
-            scores = log_softmax(scores) - np.array([self.prior.get(int(t), 0.0) for t in allowed])
+        if self.at_intent_choice(step):
+            if self.intent_bias is not None:
+                scores = log_softmax(scores) + np.array([self.intent_bias.get(int(t), 0.0) for t in allowed])
+            elif self.prior is not None:
+                scores = log_softmax(scores) - np.array([self.prior.get(int(t), 0.0) for t in allowed])
         return int(allowed[int(np.argmax(scores))])
+
+    def at_intent_choice(self, step: Step) -> bool:
+        """Whether `step` picks the intent's first token (the first free step of every decision)."""
+        return not self.chosen and step.allowed is not None and \
+            np.array_equal(step.allowed, self.grammar.first_token_ids)
 
     def _next(self, token: Optional[int]) -> Step:
         gen = self._gen
@@ -178,12 +187,25 @@ class DecisionGrammar:
                     self._enum_tries[(intent.name, arg.name)] = trie
         self._grounded_tries: Dict[Tuple[str, str, frozenset], _Trie] = {}
         self.first_token_priors: Dict[str, Dict[int, float]] = {}
+        # an IntentAdapter (intent_adapter.py) or None: when set, embedded engines hand it the hidden
+        # state before the intent's first token and decide with its bias instead of the priors
+        self.intent_adapter: Optional[Any] = None
         self._first_ids = np.fromiter(self._intents.children, dtype=np.int64)
 
     @property
     def first_token_ids(self) -> np.ndarray:
         """The tokens the intent choice starts with (the first free step of every decision)."""
         return self._first_ids
+
+    def intent_first_tokens(self) -> Dict[str, int]:
+        """The token each intent starts with; ValueError when two intents share one."""
+        firsts: Dict[str, int] = {}
+        for token, node in self._intents.children.items():
+            names = list(_values(node))
+            if len(names) != 1:
+                raise ValueError(f"intents {names} start with the same token")
+            firsts[names[0]] = int(token)
+        return firsts
 
     def calibrate(self, content_free_logits: Sequence[np.ndarray], context: str = "") -> Dict[str, float]:
         """Store the content-free prior of the first intent tokens (mean probability over the inputs).

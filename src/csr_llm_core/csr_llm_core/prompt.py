@@ -47,6 +47,7 @@ class PromptTemplate:
     ground_arguments: bool = False   # enum arguments limited to the names the state mentions
     examples_as_turns: bool = False  # each example as a user turn + model answer (chat few-shot)
     calibration_state: List[str] = field(default_factory=list)   # neutral state lines (no events) to calibrate on
+    intent_adapter: str = ""         # "", "default" (the bundled file) or a path: see intent_adapter.py
 
     @classmethod
     def from_file(cls, path: Union[str, Path]) -> "PromptTemplate":
@@ -68,7 +69,8 @@ class PromptTemplate:
             calibrate_per_running=bool(data.get("calibrate_per_running", True)),
             ground_arguments=bool(data.get("ground_arguments", False)),
             examples_as_turns=bool(data.get("examples_as_turns", False)),
-            calibration_state=[str(line) for line in data.get("calibration_state") or []])
+            calibration_state=[str(line) for line in data.get("calibration_state") or []],
+            intent_adapter=str(data.get("intent_adapter") or ""))
         for index, example in enumerate(template.examples):
             if "decision" not in example or not ("state" in example or "events" in example):
                 raise ValueError(f"{where}: example {index} needs 'decision' and 'state' or 'events'")

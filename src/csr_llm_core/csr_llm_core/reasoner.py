@@ -153,7 +153,10 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
         self.seq_gaps = 0
         self.reconcile_error: Optional[BaseException] = None
         self.calibration: Optional[dict] = None
-        if template.calibrate and all(e.is_local for e in self.resources):
+        self.grammar.intent_adapter = self.prompt.load_adapter(self.resources, self.grammar, head)
+        if self.grammar.intent_adapter is not None:
+            pass                   # the adapter's bias replaces the content-free priors
+        elif template.calibrate and all(e.is_local for e in self.resources):
             self.calibration = self.prompt.calibrate(self.primary, self.grammar, head)
         elif template.calibrate:   # one decision policy on every resource, so none is calibrated
             self.log.warning("intent calibration needs next-token logits in this process: off for every "

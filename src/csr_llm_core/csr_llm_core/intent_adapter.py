@@ -1,0 +1,161 @@
+"""Intent adapter: a small trained correction of the model's intent choice, from its own hidden state.
+
+The decision grammar fixes the intent at its first token, so the model's choice is the argmax of
+its next-token log-probabilities over the intents' first tokens. The adapter adds a learned bias
+to those log-probabilities, computed from the model's final hidden state at that position:
+
+    score(intent) = log p_model(first token of intent) + w_intent . z + b_intent,
+    z = (hidden - mean) / scale
+
+This is the same as fine-tuning the output-embedding rows of the intent tokens (a low-rank update
+of the LM head where the choice is made): the model reads the state and the question, the adapter
+only re-weighs how its final representation maps to the catalogue. It is trained by
+`python -m csr_llm_core.intent_adapter_build` (`make intent-adapter`) from generated situations
+(decision_training.py), never from a model's answers, and is valid only for the model file, prompt
+head and catalogue it was trained with: `load` refuses anything else with one reason, and the
+reasoner then decides without it (calibrated as configured). Plain module, numpy only.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+FORMAT = "csr-llm-intent-adapter/1"
+DEFAULT_ADAPTER = Path(__file__).resolve().parent / "data" / "intent_adapter_gemma3_270m.npz"
+
+
+class AdapterMismatch(ValueError):
+    """The adapter file is unreadable or was trained for another model, head or catalogue."""
+
+
+def head_digest(head_tokens: Sequence[int]) -> str:
+    return hashlib.sha256(np.asarray(head_tokens, dtype=np.int32).tobytes()).hexdigest()
+
+
+@dataclass
+class IntentAdapter:
+    intents: List[str]             # row order of `weights`
+    weights: np.ndarray            # (n_intents, n_embd)
+    bias_terms: np.ndarray         # (n_intents,)
+    mean: np.ndarray               # (n_embd,) feature standardisation
+    scale: np.ndarray              # (n_embd,)
+    meta: Dict[str, object] = field(default_factory=dict)
+    tokens: Dict[str, int] = field(default_factory=dict)    # intent -> first token (bound at load)
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        z = (np.asarray(hidden, dtype=np.float64) - self.mean) / self.scale
+        return self.weights @ z + self.bias_terms
+
+    def bias(self, hidden: np.ndarray) -> Dict[int, float]:
+        """Per first token, what to add to the model's log-probability (DecodeRun.intent_bias)."""
+        values = self.logits(hidden)
+        return {self.tokens[name]: float(v) for name, v in zip(self.intents, values)}
+
+    def bind(self, first_tokens: Mapping[str, int]) -> "IntentAdapter":
+        if sorted(first_tokens) != sorted(self.intents):
+            raise AdapterMismatch(f"trained for intents {sorted(self.intents)}, "
+                                  f"the catalogue has {sorted(first_tokens)}")
+        self.tokens = {name: int(first_tokens[name]) for name in self.intents}
+        return self
+
+    # --- file ------------------------------------------------------------------------------
+    def save(self, path: Union[str, Path]) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = dict(self.meta, format=FORMAT, intents=self.intents)
+        with open(path, "wb") as handle:
+            np.savez_compressed(handle, weights=self.weights.astype(np.float32),
+                                bias=self.bias_terms.astype(np.float32), mean=self.mean.astype(np.float32),
+                                scale=self.scale.astype(np.float32), meta=np.array(json.dumps(meta, sort_keys=True)))
+
+    @classmethod
+    def load(cls, path: Union[str, Path], *, model_sha256: str, head_sha256: str, n_embd: int,
+             first_tokens: Mapping[str, int]) -> "IntentAdapter":
+        """Read and check an adapter; AdapterMismatch (one reason per problem) unless it fits."""
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = json.loads(str(data["meta"]))
+                adapter = cls(list(meta["intents"]), data["weights"].astype(np.float64),
+                              data["bias"].astype(np.float64), data["mean"].astype(np.float64),
+                              data["scale"].astype(np.float64), meta)
+        except (OSError, KeyError, ValueError) as err:
+            raise AdapterMismatch(f"intent adapter {path}: unreadable ({err})") from err
+        problems = []
+        if meta.get("format") != FORMAT:
+            problems.append(f"format {meta.get('format')!r}, expected {FORMAT!r}")
+        if meta.get("model_sha256") != model_sha256:
+            problems.append("it was trained for another model file")
+        if meta.get("head_sha256") != head_sha256:
+            problems.append("it was trained for another prompt head (config/prompt.yaml or intents changed)")
+        if adapter.weights.shape != (len(adapter.intents), n_embd) or adapter.mean.shape != (n_embd,):
+            problems.append(f"its weights are {adapter.weights.shape}, the model's hidden size is {n_embd}")
+        if not np.all(np.isfinite(adapter.weights)) or not np.all(adapter.scale > 0):
+            problems.append("its weights are not finite")
+        if problems:
+            raise AdapterMismatch(f"intent adapter {path} refused: " + "; ".join(problems))
+        return adapter.bind(first_tokens)
+
+
+# --- training ----------------------------------------------------------------------------------
+def _log_softmax(values: np.ndarray) -> np.ndarray:
+    shifted = values - values.max(axis=1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
+def adapted_scores(base_logp: np.ndarray, z: np.ndarray, weights: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """The adapted intent scores for rows of standardized hidden states `z` (n, d)."""
+    return base_logp + z @ weights.T + bias
+
+
+def fit(hidden: np.ndarray, base_logp: np.ndarray, accept: np.ndarray, *, l2: float = 1e-2,
+        steps: int = 600, learning_rate: float = 0.05, sample_weight: Optional[np.ndarray] = None,
+        ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Fit (weights, bias, mean, scale) by full-batch Adam on the set likelihood.
+
+    `hidden` (n, d) hidden states, `base_logp` (n, k) the model's log-probs of the k intents'
+    first tokens, `accept` (n, k) booleans: the intents an operator accepts. The loss is
+    -log sum_{a accepted} softmax(scores)_a (any accepted intent is right), plus l2 * |W|^2."""
+    hidden = np.asarray(hidden, dtype=np.float64)
+    accept = np.asarray(accept, dtype=bool)
+    if not accept.any(axis=1).all():
+        raise ValueError("every example needs at least one accepted intent")
+    mean = hidden.mean(axis=0)
+    scale = hidden.std(axis=0) + 1e-3
+    z = (hidden - mean) / scale
+    n, d = z.shape
+    k = accept.shape[1]
+    weight = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    weight = weight / weight.sum()
+    params = [np.zeros((k, d)), np.zeros(k)]
+    moments = [[np.zeros_like(p), np.zeros_like(p)] for p in params]
+    for step in range(1, steps + 1):
+        logp = _log_softmax(adapted_scores(base_logp, z, *params))
+        p = np.exp(logp)
+        # d(-log sum_A p)/d scores = p - p * 1_A / sum_A p
+        accepted_mass = (p * accept).sum(axis=1, keepdims=True)
+        grad_scores = (p - p * accept / accepted_mass) * weight[:, None]
+        grads = [grad_scores.T @ z + 2 * l2 * params[0], grad_scores.sum(axis=0)]
+        for param, grad, moment in zip(params, grads, moments):
+            moment[0] = 0.9 * moment[0] + 0.1 * grad
+            moment[1] = 0.999 * moment[1] + 0.001 * grad * grad
+            corrected = moment[0] / (1 - 0.9 ** step)
+            param -= learning_rate * corrected / (np.sqrt(moment[1] / (1 - 0.999 ** step)) + 1e-8)
+    return params[0], params[1], mean, scale
+
+
+def accuracy(hidden: np.ndarray, base_logp: np.ndarray, accept: np.ndarray,
+             adapter: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = None) -> float:
+    """Share of rows whose argmax is accepted (the bare model's when `adapter` is None)."""
+    if adapter is None:
+        scores = np.asarray(base_logp)
+    else:
+        weights, bias, mean, scale = adapter
+        scores = adapted_scores(base_logp, (np.asarray(hidden) - mean) / scale, weights, bias)
+    chosen = scores.argmax(axis=1)
+    return float(np.asarray(accept)[np.arange(len(chosen)), chosen].mean())

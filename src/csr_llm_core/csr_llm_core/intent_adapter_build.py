@@ -1,0 +1,163 @@
+"""Build the intent adapter: generated situations -> the real Reasoner -> hidden states -> fit -> file.
+
+    python -m csr_llm_core.intent_adapter_build            # `make intent-adapter`
+    python -m csr_llm_core.intent_adapter_build --episodes 60 --out /tmp/adapter.npz
+
+Every probe of every generated episode (decision_training.py) is decided by the bare model
+through the same Reasoner, prompt and grammar as the reasoning node; what the adapter needs is
+recorded at the intent's first token (the final hidden state and the model's log-probs of the
+intents' first tokens). One episode in five is held out: the fit is scored on it against the
+bare model and chance, then refitted on every episode and written with those scores. The
+decision_eval situations (never generated here) are scored last with and without the adapter.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+import yaml
+
+from .catalogue import IntentCatalogue
+from .decision_situations import Stream
+from .decision_training import GENERATOR_VERSION, generate
+from .intent_adapter import DEFAULT_ADAPTER, IntentAdapter, accuracy, fit, head_digest
+
+
+class _Recorded(Exception):
+    """Ends a training decode once the intent's first token is reached (the rest is not needed)."""
+
+
+class _Recorder:
+    """Stands in for an adapter during training: records what it is handed, then ends the decode."""
+
+    def __init__(self, engine, first_tokens: Dict[str, int], intents: Sequence[str]):
+        self.engine = engine
+        self.ids = np.array([first_tokens[name] for name in intents])
+        self.hidden: List[np.ndarray] = []
+        self.base: List[np.ndarray] = []
+
+    def bias(self, hidden: np.ndarray) -> Dict[int, float]:
+        logits = np.asarray(self.engine.last_logits(), dtype=np.float64)
+        shifted = logits - logits.max()
+        log_probs = shifted - np.log(np.exp(shifted).sum())
+        self.hidden.append(np.asarray(hidden, dtype=np.float32))
+        self.base.append(log_probs[self.ids])
+        raise _Recorded
+
+
+def record(engine, catalogue: IntentCatalogue, template, streams: Sequence[Tuple[str, Stream]],
+           progress: bool = True) -> dict:
+    """Hidden states, base log-probs, accepted sets and episode index for every probe (the decode
+    stops at the intent's first token: the engine rolls the suffix back as after any decision)."""
+    from .reasoner import Reasoner, ReasonerConfig
+    template = replace(template, calibrate=False, intent_adapter="")
+    config = ReasonerConfig(tau_mem=engine.n_ctx - 256, mode="sync", suffix_reserve=128, max_chunk_tokens=512)
+    intents = catalogue.names
+    recorder = None
+    accept, episode = [], []
+    started = time.perf_counter()
+    for index, (name, stream) in enumerate(streams):
+        reasoner = Reasoner([engine], catalogue, template, config)
+        if recorder is None:
+            recorder = _Recorder(engine, reasoner.grammar.intent_first_tokens(), intents)
+        reasoner.grammar.intent_adapter = recorder
+        fed = 0
+        for position, probe in stream.probes:
+            for chunk in stream.chunks[fed:position]:
+                reasoner.add_chunk(chunk.seq, chunk.text, source=chunk.source_topic, kind=chunk.kind, stamp=chunk.stamp)
+            fed = position
+            try:
+                reasoner.decide(running=probe.running)
+            except _Recorded:
+                pass
+            accept.append([name in probe.accept for name in intents])
+            episode.append(index)
+        reasoner.close()
+        if progress and (index + 1) % 20 == 0:
+            print(f"  {index + 1}/{len(streams)} episodes, {len(accept)} probes, "
+                  f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    assert recorder is not None
+    return {"hidden": np.stack(recorder.hidden), "base": np.stack(recorder.base),
+            "accept": np.array(accept, dtype=bool), "episode": np.array(episode), "intents": list(intents)}
+
+
+def score_heldout(engine, catalogue, template, adapter_path: Path) -> dict:
+    """decision_eval's situations (held out from generation) without and with the adapter file."""
+    from .decision_eval import build_streams, evaluate, summarize
+    streams = build_streams()
+    results = {}
+    for name, setting in (("bare", ""), ("adapted", str(adapter_path))):
+        outcomes = evaluate(engine, catalogue, replace(template, intent_adapter=setting), streams)
+        results[name] = summarize(outcomes, catalogue.names)
+    return {"bare": round(results["bare"]["accuracy"], 3), "adapted": round(results["adapted"]["accuracy"], 3),
+            "chance": round(results["bare"]["chance"], 3), "probes": results["bare"]["probes"]}
+
+
+def main(argv=None) -> int:
+    from .engine import LlamaEngine
+    from .model import model_checksum
+    from .prompt import PromptTemplate
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--l2", type=float, default=0.05)
+    parser.add_argument("--config-dir", type=Path, default=Path("config"))
+    parser.add_argument("--model-path", default=None)
+    parser.add_argument("--n-threads", type=int, default=1)
+    parser.add_argument("--features", type=Path, default=Path("build/intent_adapter/features.npz"),
+                        help="recorded features are cached here (reused when episodes/seed/head match)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_ADAPTER)
+    parser.add_argument("--skip-heldout", action="store_true", help="do not score decision_eval's situations")
+    args = parser.parse_args(argv)
+    catalogue = IntentCatalogue.from_file(args.config_dir / "intents.yaml")
+    template = PromptTemplate.from_mapping(yaml.safe_load((args.config_dir / "prompt.yaml").read_text()))
+    engine = LlamaEngine(args.model_path, n_ctx=4096, n_threads=args.n_threads, name="adapter")
+    head = engine.tokenize(template.head_text(catalogue), bos=True)
+    key = {"episodes": args.episodes, "seed": args.seed, "generator": GENERATOR_VERSION,
+           "head_sha256": head_digest(head), "model_sha256": model_checksum(engine.model_path)}
+    started = time.perf_counter()
+    data = _cached(args.features, key)
+    if data is None:
+        print(f"recording {args.episodes} generated episodes ...", file=sys.stderr, flush=True)
+        data = record(engine, catalogue, template, generate(args.episodes, args.seed))
+        args.features.parent.mkdir(parents=True, exist_ok=True)
+        arrays = {k: np.asarray(v) for k, v in data.items()}
+        arrays["key"] = np.array(json.dumps(key, sort_keys=True))
+        np.savez_compressed(args.features, **arrays)  # type: ignore[arg-type]  # numpy stubs: **kwds vs allow_pickle
+    hidden, base, accept, episode = data["hidden"], data["base"], data["accept"], data["episode"]
+    held = episode % 5 == 0
+    weights = fit(hidden[~held], base[~held], accept[~held], l2=args.l2)
+    scores = {"train_examples": int(len(hidden)), "val_examples": int(held.sum()),
+              "val_accuracy": round(accuracy(hidden[held], base[held], accept[held], weights), 3),
+              "val_base_accuracy": round(accuracy(hidden[held], base[held], accept[held]), 3),
+              "val_chance": round(float(accept[held].mean()), 3),
+              "train_accuracy": round(accuracy(hidden[~held], base[~held], accept[~held], weights), 3)}
+    final = fit(hidden, base, accept, l2=args.l2)
+    adapter = IntentAdapter(list(data["intents"]), *final, meta=dict(key, l2=args.l2, **scores))
+    adapter.save(args.out)
+    if not args.skip_heldout:
+        adapter.meta["decision_eval"] = score_heldout(engine, catalogue, template, args.out)
+        adapter.save(args.out)
+    engine.close()
+    print(json.dumps(adapter.meta, indent=1, sort_keys=True))
+    print(f"wrote {args.out} ({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+def _cached(path: Path, key: dict):
+    if not path.exists():
+        return None
+    with np.load(path, allow_pickle=False) as data:
+        if json.loads(str(data["key"])) != key:
+            return None
+        return {k: data[k] for k in ("hidden", "base", "accept", "episode", "intents")}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

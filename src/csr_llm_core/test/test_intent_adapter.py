@@ -1,0 +1,170 @@
+"""Intent adapter: generated labels, the fit, the file's checks, and the decode it biases."""
+import logging
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from csr_llm_core.catalogue import IntentCatalogue
+from csr_llm_core.decision_training import SAFE, generate
+from csr_llm_core.grammar import DecisionGrammar
+from csr_llm_core.intent_adapter import AdapterMismatch, IntentAdapter, accuracy, fit, head_digest
+from csr_llm_core.prompt import PromptTemplate
+
+CONFIG = Path(__file__).resolve().parents[3] / "config"
+
+
+@pytest.fixture(scope="module")
+def catalogue():
+    return IntentCatalogue.from_file(CONFIG / "intents.yaml")
+
+
+@pytest.fixture(scope="module")
+def episodes():
+    return generate(60, seed=3)
+
+
+def _events_before(stream, position):
+    return [c.text for c in stream.chunks[:position] if c.kind == 0]
+
+
+def test_generated_episodes_are_reproducible_and_every_probe_is_labelled(episodes, catalogue):
+    again = generate(60, seed=3)
+    assert [(n, [c.text for c in s.chunks]) for n, s in episodes] == [(n, [c.text for c in s.chunks]) for n, s in again]
+    probes = [p for _, s in episodes for _, p in s.probes]
+    assert len(probes) > 300
+    for probe in probes:
+        assert probe.accept and probe.accept <= set(catalogue.names)
+        assert probe.running in ("", *catalogue.names)
+    counts = Counter(name for p in probes for name in p.accept)
+    assert all(counts[name] > 0 for name in catalogue.names)       # every intent is right somewhere
+    # the running task shown is not always the answer: copying it must not be enough
+    assert sum(p.running not in p.accept for p in probes) > 0.15 * len(probes)
+
+
+def test_generated_labels_follow_the_situation(episodes):
+    for _, stream in episodes:
+        for position, probe in stream.probes:
+            newest = _events_before(stream, position)[-1].split("events: ", 1)[-1]
+            if "overheating" in newest or "over the limit" in newest or "overheat warning" in newest:
+                assert probe.accept == SAFE, newest
+            if newest.startswith(("person close", "child standing", "a person is 0")):
+                assert probe.accept == SAFE | {"back_off"}, newest
+            if newest.startswith(("operator: cancel", "cancel that")):
+                assert probe.accept == SAFE, newest
+
+
+def test_memory_episodes_decide_on_a_fact_said_long_before(episodes):
+    """A moved object: fetching it means driving where it was moved, many chunks after the note."""
+    relocated = [(n, s) for n, s in episodes if n.startswith("relocated")]
+    assert relocated
+    for _, stream in relocated:
+        note = next(i for i, c in enumerate(stream.chunks) if "cart in the" in c.text)
+        zone = stream.chunks[note].text.rsplit(" ", 1)[-1]
+        fetch = [(pos, p) for pos, p in stream.probes if p.args.get("zone") == zone and p.accept == {"move_to"}]
+        between = sum(len(c.text) for c in stream.chunks[note + 1:fetch[0][0]]) if fetch else 0
+        assert between > 4500, "the note must lie well before the decision (~1,500 tokens)"
+
+
+def test_fit_learns_what_the_hidden_state_says_and_beats_the_bare_model():
+    rng = np.random.default_rng(0)
+    n, d, k = 600, 32, 6
+    labels = rng.integers(0, k, n)
+    hidden = rng.normal(size=(n, d))
+    hidden[np.arange(n), labels] += 4.0           # the state carries the answer
+    base = np.log(np.full((n, k), 1.0 / k))
+    base[:, 0] += 2.0                              # a bare model that prefers intent 0
+    accept = np.zeros((n, k), dtype=bool)
+    accept[np.arange(n), labels] = True
+    accept[labels == 5, 4] = True                  # a set label: either is right
+    weights = fit(hidden[:400], base[:400], accept[:400], l2=1e-3, steps=300)
+    assert accuracy(hidden[400:], base[400:], accept[400:]) < 0.4
+    assert accuracy(hidden[400:], base[400:], accept[400:], weights) > 0.9
+
+
+def _adapter(catalogue, n_embd=8):
+    k = len(catalogue.names)
+    return IntentAdapter(list(catalogue.names), np.zeros((k, n_embd)), np.zeros(k), np.zeros(n_embd), np.ones(n_embd),
+                         {"model_sha256": "m", "head_sha256": head_digest([1, 2, 3])})
+
+
+def test_adapter_file_is_refused_for_another_model_head_catalogue_or_size(tmp_path, catalogue):
+    path = tmp_path / "adapter.npz"
+    _adapter(catalogue).save(path)
+    firsts = {name: i for i, name in enumerate(catalogue.names)}
+    ok = IntentAdapter.load(path, model_sha256="m", head_sha256=head_digest([1, 2, 3]), n_embd=8, first_tokens=firsts)
+    assert ok.tokens == firsts
+    cases = [({"model_sha256": "other"}, "another model"), ({"head_sha256": head_digest([9])}, "another prompt head"),
+             ({"n_embd": 16}, "hidden size is 16"), ({"first_tokens": {"stop": 1}}, "the catalogue has")]
+    for change, reason in cases:
+        kwargs = {**dict(model_sha256="m", head_sha256=head_digest([1, 2, 3]), n_embd=8, first_tokens=firsts), **change}
+        with pytest.raises(AdapterMismatch, match=reason):
+            IntentAdapter.load(path, **kwargs)
+    (tmp_path / "broken.npz").write_bytes(b"not an adapter")
+    with pytest.raises(AdapterMismatch, match="unreadable"):
+        IntentAdapter.load(tmp_path / "broken.npz", **dict(model_sha256="m", head_sha256="h", n_embd=8,
+                                                           first_tokens=firsts))
+
+
+class _Tokens:
+    """A tokenizer where every word is one token (enough for the grammar's structure)."""
+
+    def __init__(self):
+        self.ids = {}
+
+    def __call__(self, text):
+        import re
+        return [self.ids.setdefault(piece, len(self.ids) + 10) for piece in re.findall(r"\w+|[^\w\s]|\s+", text)]
+
+
+def test_intent_bias_decides_the_first_token_instead_of_the_prior(catalogue):
+    grammar = DecisionGrammar(catalogue, _Tokens())
+    firsts = grammar.intent_first_tokens()
+    content_free = np.zeros(400)
+    content_free[firsts["open_door"]] = 5.0        # the model's prior: open_door whatever the state
+    grammar.calibrate([content_free])
+    live = content_free.copy()
+    live[firsts["stop"]] = 4.0                     # the live state adds evidence for stop
+    run = grammar.start()
+    step = run.first()
+    assert run.at_intent_choice(step)
+    assert run.pick(step, live) == firsts["stop"]              # calibrated: the prior is removed
+    run = grammar.start()
+    step = run.first()
+    run.intent_bias = {firsts["back_off"]: 9.0}
+    assert run.pick(step, live) == firsts["back_off"]          # the adapter's bias replaces the prior
+
+
+@pytest.mark.slow
+def test_bundled_adapter_loads_for_the_shipped_prompt_and_keeps_csr_equal_to_recompute(engines, catalogue, caplog):
+    """The committed adapter fits the bundled model and config/prompt.yaml; CSR == recompute with it."""
+    import yaml
+    from csr_llm_core.reasoner import Reasoner, ReasonerConfig
+    from csr_llm_core.synthetic import chunk_text
+    template = PromptTemplate.from_mapping(yaml.safe_load((CONFIG / "prompt.yaml").read_text()))
+    assert template.intent_adapter == "default"
+    cached, fresh = engines
+    with caplog.at_level(logging.INFO):
+        reasoner = Reasoner([cached], catalogue, template, ReasonerConfig(tau_mem=2400, mode="sync"))
+    assert reasoner.grammar.intent_adapter is not None, caplog.text
+    assert "intent adapter" in caplog.text
+    for seq in range(12):
+        reasoner.add_chunk(seq, chunk_text(seq), kind=0 if seq % 4 == 0 else 1)
+    reasoner.add_chunk(12, "[9.0s] events: task: open the door", kind=0)
+    csr = reasoner.decide(running="")
+    suffix, grounded, context = reasoner.decision_inputs("")
+    fresh.clear()
+    full = fresh.decide(list(cached.tokens) + suffix, reasoner.grammar, grounded, context)
+    assert csr.result.tokens == full.tokens, (csr.result.text, full.text)
+    reasoner.close()
+    # another head (a changed prompt): refused with one line, decisions go on calibrated
+    caplog.clear()
+    other = replace(template, robot_description=template.robot_description + " It is a test robot.")
+    with caplog.at_level(logging.WARNING):
+        reasoner = Reasoner([cached], catalogue, other, ReasonerConfig(tau_mem=2400, mode="sync"))
+    assert reasoner.grammar.intent_adapter is None and reasoner.calibration is not None
+    assert "another prompt head" in caplog.text
+    assert reasoner.decide().result.decision.intent in catalogue
+    reasoner.close()
