@@ -17,6 +17,7 @@ child process) or ``vision_features`` (std_msgs/Float32MultiArray, features comp
 """
 from __future__ import annotations
 
+import gc
 import math
 import sys
 import threading
@@ -91,6 +92,9 @@ def declare_extra_zones(node: LifecycleNode) -> None:
 class RouterNode(LifecycleNode):
     def __init__(self, node_name: str = "action_router", **kwargs):
         self._tick_on_state = False
+        self._timer_fills_gaps = False
+        self._period = 0.001
+        self._last_tick = 0.0
         self._stamp_with_state = False
         super().__init__(node_name, **kwargs)
         declare_all(self, DEFAULTS)
@@ -204,15 +208,25 @@ class RouterNode(LifecycleNode):
             self._active = True
             self._loop_window_start = time.monotonic()
             self._loop_window_ticks = 0
-        self._tick_on_state = str(r.cfg["tick_source"]) == "joint_states"
-        if not self._tick_on_state:
-            self._control_timer = self.create_timer(1.0 / hz, self._on_control, callback_group=self._control_group)
+        source = str(r.cfg["tick_source"])
+        self._tick_on_state = source in ("joint_states", "state_or_timer")
+        self._timer_fills_gaps = source == "state_or_timer"
+        self._period = 1.0 / hz
+        # everything built so far lives as long as the node: move it out of the collector's reach, so
+        # a full collection in the loop scans only what the loop itself allocates
+        gc.collect()
+        gc.freeze()
+        if source != "joint_states":
+            self._control_timer = self.create_timer(1.0 / hz, self._on_control_timer,
+                                                    callback_group=self._control_group)
         self._aux_timers = [
             self.create_timer(1.0 / float(r.cfg["key_hz"]), self._on_key, callback_group=self._sensor_group),
             self.create_timer(1.0 / float(r.cfg["status_hz"]), self._on_status, callback_group=self._status_group),
         ]
-        self.get_logger().info("active: control ticks on every joint_states message" if self._tick_on_state
-                               else f"active: control loop at {hz:g} Hz")
+        self.get_logger().info({"joint_states": "active: control ticks on every joint_states message",
+                                "state_or_timer": f"active: control loop at {hz:g} Hz: a tick on every joint_states "
+                                                  f"message, the timer's where none came for a period"}.get(
+                                   source, f"active: control loop at {hz:g} Hz"))
         return ret
 
     def _stop_timers(self, destroy: bool = False) -> None:
@@ -289,6 +303,13 @@ class RouterNode(LifecycleNode):
         self._pubs["cmd_vel"].publish(Twist())
         self._last_twist = (0.0, 0.0)
 
+    def _on_control_timer(self) -> None:
+        # state_or_timer: the timer only fills gaps in the state stream (the loop never stops, so
+        # the state timeout still ramps to the safe stop)
+        if self._timer_fills_gaps and time.monotonic() - self._last_tick < self._period:
+            return
+        self._on_control()
+
     def _on_control(self) -> None:
         if self._priority_pending:      # in the thread that runs the loop: the executor's
             self.get_logger().info(raise_priority(self._priority_pending, "router control thread"))
@@ -298,6 +319,7 @@ class RouterNode(LifecycleNode):
                 return
             r = self.router
             now = self._now()
+            self._last_tick = time.monotonic()
             cmd = r.tick(now)
             self._effort_msg.data = cmd.effort.tolist()
             self._pubs["effort"].publish(self._effort_msg)

@@ -123,3 +123,11 @@ def test_derivative_filter_default_reaches_every_joint_and_a_joint_can_override_
     cfg = make_config({"derivative_filter_time_constant": 0.0, f"gains.{joint}.derivative_filter_time_constant": 0.02})
     assert cfg.gains[joint].derivative_filter_time_constant == 0.02
     assert all(cfg.gains[j].derivative_filter_time_constant == 0.0 for j in cfg.joints[1:])
+
+
+def test_an_unknown_tick_source_is_refused():
+    import pytest
+    from action_router.params import make_config
+    with pytest.raises(ValueError, match="tick_source"):
+        make_config({"tick_source": "sometimes"})
+    assert make_config({"tick_source": "state_or_timer"})["tick_source"] == "state_or_timer"
