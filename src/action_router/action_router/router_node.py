@@ -298,8 +298,7 @@ class RouterNode(LifecycleNode):
         self._pubs["cmd_vel"].publish(Twist())
         self._last_twist = (0.0, 0.0)
 
-    def _on_control_timer(self) -> None:
-        # state_or_timer: only gaps in the state stream (the loop never stops: a state timeout still ramps to a stop)
+    def _on_control_timer(self) -> None:   # state_or_timer: only gaps (a state timeout still ramps to a stop)
         if self._timer_fills_gaps and time.monotonic() - self._last_tick < self._period:
             return
         self._on_control()
@@ -327,8 +326,7 @@ class RouterNode(LifecycleNode):
                 t = Twist()
                 t.linear.x, t.angular.z = twist
                 self._pubs["cmd_vel"].publish(t)
-                self._last_twist = twist
-                self._last_twist_time = now
+                self._last_twist, self._last_twist_time = twist, now
             for reason in cmd.requests:
                 self._pubs["request"].publish(String(data=reason))
             for sound in cmd.sounds:
@@ -360,6 +358,8 @@ class RouterNode(LifecycleNode):
                               (msg.header.stamp.sec, msg.header.stamp.nanosec))
             if self._tick_on_state:     # state-driven control: each tick sees exactly this state
                 self._on_control()
+                if self._timer_fills_gaps and self._control_timer is not None:
+                    self._control_timer.reset()     # re-armed: fires only after a period without a state
 
     def _on_imu(self, msg: Imu) -> None:
         r = self.router
