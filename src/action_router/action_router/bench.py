@@ -41,7 +41,7 @@ What is measured, in one run:
   (95 % CI under ``detail``), p99.9, max; ``loop_period_us``: the 1 kHz timer loop's tick period
   from its commands' source timestamps (p50, std = the loop jitter, p99, max, late ticks);
   ``loop_hz``: that node's own rate (RouterStatus.loop_hz, median).
-* ``under_load``: the router (timer) while a reasoning-like load (``csr_llm_core.decision_load``:
+* ``under_load``: the router as configured while a reasoning-like load (``csr_llm_core.decision_load``:
   the bundled model deciding back to back in another process) shares the machine, once with no
   placement and once with the load on the first CPU and the router (``cpu_affinity``) on the last:
   loop rate, e2e latency and the load's decisions per second, side by side.

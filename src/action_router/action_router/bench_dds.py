@@ -26,6 +26,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Dict, List, Optional, Tuple
@@ -89,7 +90,8 @@ def measure(target: List[str], seconds: float, *, decide: bool, discovery_timeou
     from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
     from .params import make_config
 
-    proc = subprocess.Popen(target, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = tempfile.TemporaryFile(mode="w+")     # a pipe nobody reads could fill and stall the target
+    proc = subprocess.Popen(target, stdout=subprocess.DEVNULL, stderr=log, text=True)
     cap = int(rate_hz * (seconds + 5) * 2) + 10_000
     stamps = np.zeros(cap, dtype=np.int64)
     received = np.zeros(cap, dtype=np.int64)
@@ -141,7 +143,9 @@ def measure(target: List[str], seconds: float, *, decide: bool, discovery_timeou
                 while time.monotonic() < end and count[0] < 50 and proc.poll() is None:
                     time.sleep(0.1)
                 if count[0] < 50:
-                    raise RuntimeError(f"{target[2]} produced no stamped commands (discovery failed?)")
+                    log.seek(0)
+                    raise RuntimeError(f"{target[2]} produced no stamped commands (discovery failed?): "
+                                       f"{log.read()[-800:]}")
                 if decide:
                     while dec_pub.get_subscription_count() == 0 and time.monotonic() < end:
                         time.sleep(0.05)
@@ -167,6 +171,7 @@ def measure(target: List[str], seconds: float, *, decide: bool, discovery_timeou
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        log.close()
     st, rc, src = stamps[:n], received[:n], sources[:n]
     _, first = np.unique(st, return_index=True)          # the first command carrying each stamp
     lat = (rc[first] - st[first]) / 1000.0
@@ -218,8 +223,8 @@ def run_side_by_side(seconds: float, rounds: int, log=print) -> Dict[str, dict]:
 
 
 def run_under_load(seconds: float, pinned: bool, extra: Optional[List[str]] = None) -> dict:
-    """The router (timer) measured while csr_llm_core.decision_load runs; pinned: load on the first
-    CPU, router on the last."""
+    """The router as configured, measured while csr_llm_core.decision_load runs; pinned: load on the
+    first CPU, router on the last."""
     cpus = sorted(os.sched_getaffinity(0))
     load_cpu, router_cpu = (str(cpus[0]), str(cpus[-1])) if pinned and len(cpus) > 1 else ("", "")
     load = subprocess.Popen([sys.executable, "-m", "csr_llm_core.decision_load", "--seconds", str(seconds + 120),
