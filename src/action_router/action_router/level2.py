@@ -6,8 +6,11 @@ junction, or re-plans from the measured joint state (template + Hermite blend) a
 invalidation or when the reference drifts more than ``replan_error`` from the measurement. The
 reference is sampled one control period ahead.
 
-With the cache disabled a fresh segment is planned every tick from the measured state to the
-template at tau + horizon (``_plan_stateless``); nothing of the previous plan is reused.
+With the cache disabled the level is the seed's stateless baseline ("discard all intermediate
+state each frame and re-run the network from scratch"): at the start of every frame (one plan
+horizon, ``frame_s``) a fresh segment is planned from that frame's measured state to the template
+at tau + horizon, and the frame's ticks read that segment (``_plan_stateless``). Nothing crosses a
+frame boundary: no segment, junction, blend or tracking-error rule of the previous frame.
 
 Level 2 does not write into other layers: its result says when the sub-task (re)started, and the
 router then writes the sub-task's torque limits into the execution layer, resets the grip
@@ -16,6 +19,7 @@ monitor and starts level 3's zero-effort ramp.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -36,8 +40,12 @@ class Level2Result:
 
 class Level2:
     def __init__(self, n: int, max_ctrl: int, *, period: float, horizon_s: float, samples: int, blend_s: float,
-                 q_min: np.ndarray, q_max: np.ndarray, v_max: np.ndarray, cache_enabled: bool, replan_error: float):
+                 q_min: np.ndarray, q_max: np.ndarray, v_max: np.ndarray, cache_enabled: bool, replan_error: float,
+                 frame_s: Optional[float] = None):
         self.period = float(period)
+        # cache_enabled: false only: how long one stateless plan is followed (default: its horizon)
+        self.frame_s = float(frame_s) if frame_s else float(horizon_s)
+        self._ticks_per_frame = max(int(round(self.frame_s / self.period)), 1)
         self.cache_enabled = bool(cache_enabled)
         self.replan_error = float(replan_error)
         self.q_min, self.q_max, self.v_max = q_min, q_max, v_max
@@ -45,6 +53,8 @@ class Level2:
         self.planner = SegmentPlanner(n, horizon_s, samples, blend_s, q_min, q_max, v_max)
         # cache_enabled: false only: the stateless planner, whose blend spans exactly one segment
         self.fresh_planner = SegmentPlanner(n, horizon_s, samples, horizon_s, q_min, q_max, v_max)
+        self._frame: Tuple[int, int, float] = (-1, -1, 0.0)   # (frame index, sub-task, run_since) planned for
+        self._frame_t0 = 0.0
         self.p_ref = np.zeros(n)
         self.v_ref = np.zeros(n)
 
@@ -90,7 +100,7 @@ class Level2:
         look = now + self.period
         bl.lookups += 1
         if not self.cache_enabled:
-            self._plan_stateless(tau, tpl, anchored, q, qd)
+            self._plan_stateless(now, tau, frame, st, anchored, q, qd)
             return self._result(True, restarted=restarted)
         hit = False
         if bl.valid and look < bl.seg_t0 + pl.horizon:
@@ -141,23 +151,31 @@ class Level2:
         pl.plan(tpl, anchored, k0, 0.0, bl.e0, bl.ev0)
         bl.valid = True
 
-    def _plan_stateless(self, tau: float, tpl: Template, anchored: np.ndarray,
+    def _plan_stateless(self, now: float, tau: float, frame: Frame, st: SubTask, anchored: np.ndarray,
                         q_measured: np.ndarray, qd_measured: np.ndarray) -> None:
-        """Level 2 with the cache disabled: this tick's reference from scratch, nothing reused.
+        """Level 2 with the cache disabled: one plan per frame from that frame's inputs only.
 
-        A fresh segment of ``samples`` points over ``horizon`` seconds from the measured (q, qd) to
-        the template's state at tau + horizon (template + Hermite blend whose blend time is the
-        horizon itself), sampled one control period ahead. No previous segment, junction or blend
-        enters: the reference is a function of this tick's measurement, the sub-task clock tau and
-        the sub-task's anchored template only. The behaviour layer's segment/blend fields are not
-        read or written (its hit count stays 0).
+        A frame is ``frame_s`` of the control clock (frame k covers [k, k+1) * frame_s). On its first
+        tick (or when the sub-task (re)started within it) a fresh segment of ``samples`` points
+        over ``horizon`` seconds is planned from the measured (q, qd) to the template's state at
+        tau + horizon (template + Hermite blend whose blend time is the horizon), as the seed's
+        network re-run from scratch emits a block of commands per frame; the frame's ticks sample it
+        one control period ahead. The plan depends on this frame's measurement, the sub-task clock
+        tau and the sub-task's anchored template only; the behaviour layer's segment/blend fields
+        are not read or written (its hit count stays 0).
         """
         pl = self.fresh_planner
-        k0 = int(round(tau / pl.ds))
-        p0, v0 = pl.template_state(tpl, anchored, k0)
-        q = np.clip(q_measured, self.q_min, self.q_max)
-        qd = np.clip(qd_measured, -self.v_max, self.v_max)
-        pl.plan(tpl, anchored, k0, 0.0, q - p0, qd - v0)
-        k = min(int(round(self.period / pl.ds)), pl.samples)
+        # frame index from the tick count, immune to the float drift of an accumulated clock
+        key = (int(now / self.period + 0.5) // self._ticks_per_frame, st.index, frame.run_since)
+        if key != self._frame:
+            self._frame = key
+            self._frame_t0 = now
+            k0 = int(round(tau / pl.ds))
+            p0, v0 = pl.template_state(st.template, anchored, k0)
+            q = np.clip(q_measured, self.q_min, self.q_max)
+            qd = np.clip(qd_measured, -self.v_max, self.v_max)
+            pl.plan(st.template, anchored, k0, 0.0, q - p0, qd - v0)
+        k = int(round((now + self.period - self._frame_t0) / pl.ds))
+        k = min(k, pl.samples)
         self.p_ref[:] = pl.pos[k]
         self.v_ref[:] = pl.vel[k]

@@ -6,7 +6,8 @@ Joints, their limits, the base limits, the controller name and the PID gains def
 description file (``robot_description_file``, the file the simulator reads too); parameters given
 explicitly still override it.
 PID gains use control_toolbox names: ``gains.<joint>.{p,i,d,i_clamp_max,i_clamp_min,u_clamp_max,
-u_clamp_min,antiwindup_strategy}`` (plus ``tracking_time_constant``, ``error_deadband``).
+u_clamp_min,antiwindup_strategy}`` (plus ``tracking_time_constant``, ``error_deadband`` and
+``derivative_filter_time_constant``, whose router-wide default is the parameter of that name).
 """
 from __future__ import annotations
 
@@ -32,12 +33,17 @@ from .zones import DEFAULT_ZONES, Zone, parse_zones, without_zone_parameters, zo
 # object name) picks the reach target for that object in the scene (else the decision is refused).
 ARGUMENT_FIELDS = ("base_speed", "base_distance", "base_goal", "reach_object")
 
+TICK_SOURCES = ("timer", "joint_states", "state_or_timer")
+
 # name -> default (type follows the default; lists of float are double arrays)
 DEFAULTS: Dict[str, Any] = {
     "robot_description_file": "",        # "" = config/robot_description.yaml of this workspace
     "robot_id": "",                      # "" = this machine's identity + the node namespace (identity.py)
     "autostart": False,
-    "tick_source": "timer",             # timer: control_hz timer; joint_states: one tick per joint state
+    # state_or_timer: a tick on each joint state (no wait for a timer phase: bench-router), the
+    # control_hz timer only where none came for a period; timer: the control_hz timer alone;
+    # joint_states: one tick per joint state and nothing else (simulation, replay: lockstep)
+    "tick_source": "state_or_timer",
     # where the control loop runs (csr_llm_core/realtime.py): CPUs in taskset syntax ("" = any) for
     # every thread of the router, and SCHED_FIFO priority 1-99 for the spin thread (0 = normal)
     "cpu_affinity": "",
@@ -62,6 +68,9 @@ DEFAULTS: Dict[str, Any] = {
     "odom_frame": "odom",
     "scene_timeout_s": 1.0,
     "cache_enabled": True,
+    # first-order low-pass on every joint's D input (s; 0 = off), as drives filter the D part of
+    # their velocity loop; gains.<joint>.derivative_filter_time_constant overrides it per joint
+    "derivative_filter_time_constant": 0.005,
     "horizon_s": 0.05,
     "samples": 100,
     "blend_s": 0.3,
@@ -195,9 +204,13 @@ def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
     zones = parse_zones(params)
     if not float(params["control_hz"]) > 0 or not float(params["key_hz"]) > 0:
         raise ValueError("control_hz and key_hz must be > 0")
+    if str(params["tick_source"]) not in TICK_SOURCES:
+        raise ValueError(f"tick_source must be one of {TICK_SOURCES}, got {params['tick_source']!r}")
     if int(params["samples"]) < 2 or not float(params["horizon_s"]) > 0:
         raise ValueError("samples >= 2 and horizon_s > 0")
     gain_params = {f"gains.{j}.{k}": v for j in joints for k, v in GAIN_DEFAULTS.items()}   # undescribed joints
+    gain_params.update({f"gains.{j}.derivative_filter_time_constant": float(params["derivative_filter_time_constant"])
+                        for j in joints})
     gain_params.update({k: v for k, v in described.items() if k.startswith("gains.") and k.split(".")[1] in joints})
     gain_params.update({k: v for k, v in overrides.items() if k.startswith("gains.")})
     gains = gains_from_params(joints, gain_params)

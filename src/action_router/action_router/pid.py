@@ -3,7 +3,10 @@
 Mirrors ``control_toolbox::Pid::compute_command(error, error_dot, dt)`` (control_toolbox >= 5,
 the version with ``antiwindup_strategy``), one joint per array element:
 
-    cmd_unsat = p*e + i_term + d*e_dot              (i_term from the previous steps)
+    cmd_unsat = p*e + i_term + d*e_dot_f            (i_term from the previous steps)
+    e_dot_f  += a*(e_dot - e_dot_f), a = dt/(T_f + dt)  (first-order low-pass on the D input,
+                                                          T_f = derivative_filter_time_constant;
+                                                          0 = unfiltered, control_toolbox's own)
     cmd       = clamp(cmd_unsat, u_clamp_min, u_clamp_max)
     i_term   += dt*i*e                                   "none"
     i_term   += dt*(i*e + (cmd - cmd_unsat)/T_t)         "back_calculation" (only if i != 0;
@@ -17,6 +20,10 @@ dt == 0 leaves everything unchanged and returns the previous command. Where cont
 returns NaN for a non-finite error, this class returns 0 for that joint and leaves its state
 untouched (the router never commands NaN); ``nonfinite`` reports which joints were affected.
 The router narrows u_clamp to the execution layer's effort limit every tick (``set_output_limits``).
+
+The derivative filter is not in control_toolbox (its caller chooses ``error_dot``): drives filter
+the D part this way because a measured velocity is the noisiest input of the loop, and the D term
+multiplies it by ``d`` every tick. The filter state is cleared with the integrator (``reset``).
 """
 from __future__ import annotations
 
@@ -27,7 +34,8 @@ import numpy as np
 
 STRATEGIES = ("none", "back_calculation", "conditional_integration")
 PARAM_NAMES = ("p", "i", "d", "i_clamp_max", "i_clamp_min", "u_clamp_max", "u_clamp_min",
-               "antiwindup_strategy", "tracking_time_constant", "error_deadband")
+               "antiwindup_strategy", "tracking_time_constant", "error_deadband",
+               "derivative_filter_time_constant")
 _EPS = float(np.finfo(float).eps)
 
 
@@ -44,11 +52,14 @@ class Gains:
     antiwindup_strategy: str = "none"
     tracking_time_constant: float = 0.0
     error_deadband: float = _EPS
+    derivative_filter_time_constant: float = 0.0     # s; 0 = the D term sees error_dot unfiltered
 
     def validate(self) -> None:
-        for name in ("p", "i", "d", "tracking_time_constant", "error_deadband"):
+        for name in ("p", "i", "d", "tracking_time_constant", "error_deadband", "derivative_filter_time_constant"):
             if not np.isfinite(getattr(self, name)):
                 raise ValueError(f"gain {name} must be finite")
+        if self.derivative_filter_time_constant < 0:
+            raise ValueError("derivative_filter_time_constant must be >= 0")
         for name in ("i_clamp_max", "i_clamp_min", "u_clamp_max", "u_clamp_min"):
             if np.isnan(getattr(self, name)):
                 raise ValueError(f"{name} must not be NaN")
@@ -75,7 +86,7 @@ class Gains:
         """The same controller with p, i, d scaled (the derated set)."""
         return Gains(self.p * gain_scale, self.i * gain_scale, self.d * gain_scale, self.i_clamp_max,
                      self.i_clamp_min, self.u_clamp_max, self.u_clamp_min, self.antiwindup_strategy,
-                     self.tracking_time_constant, self.error_deadband)
+                     self.tracking_time_constant, self.error_deadband, self.derivative_filter_time_constant)
 
 
 class VectorPid:
@@ -88,6 +99,8 @@ class VectorPid:
         self.cmd_unsat = np.zeros(self.n)
         self.nonfinite = np.zeros(self.n, dtype=bool)
         self.clamped = np.zeros(self.n, dtype=bool)
+        self.error_dot_filtered = np.zeros(self.n)
+        self._filter_primed = np.zeros(self.n, dtype=bool)   # cleared joints start from their next error_dot
         self._freeze_i = np.zeros(self.n, dtype=bool)
         self.set_gains(gains)
 
@@ -102,6 +115,7 @@ class VectorPid:
         self.u_max_cfg, self.u_min_cfg = f("u_clamp_max"), f("u_clamp_min")
         self.u_max, self.u_min = self.u_max_cfg.copy(), self.u_min_cfg.copy()
         self.deadband = f("error_deadband")
+        self.d_filter_tc = f("derivative_filter_time_constant")
         strat = [g.antiwindup_strategy for g in gains]
         self.is_none = np.array([s == "none" for s in strat])
         self.is_back = np.array([s == "back_calculation" for s in strat])
@@ -129,10 +143,12 @@ class VectorPid:
             self.i_term[:] = 0.0
             self.cmd[:] = 0.0
             self.cmd_unsat[:] = 0.0
+            self._filter_primed[:] = False
         else:
             self.i_term[mask] = 0.0
             self.cmd[mask] = 0.0
             self.cmd_unsat[mask] = 0.0
+            self._filter_primed[mask] = False
 
     def compute(self, error: np.ndarray, error_dot: np.ndarray, dt: float) -> np.ndarray:
         """One step for all joints; returns self.cmd (clamped, finite)."""
@@ -143,7 +159,7 @@ class VectorPid:
         ok = np.isfinite(error) & np.isfinite(error_dot)
         np.logical_not(ok, out=self.nonfinite)
         e = np.where(ok, error, 0.0)
-        ed = np.where(ok, error_dot, 0.0)
+        ed = self._filter_error_dot(np.where(ok, error_dot, 0.0), ok, dt)
         unsat = self.p * e + self.i_term + self.d * ed
         cmd = np.minimum(np.maximum(unsat, self.u_min), self.u_max)
         sat = cmd != unsat
@@ -158,6 +174,18 @@ class VectorPid:
         self.cmd[:] = np.where(ok, cmd, 0.0)
         self.clamped[:] = ok & sat
         return self.cmd
+
+
+    def _filter_error_dot(self, ed: np.ndarray, ok: np.ndarray, dt: float) -> np.ndarray:
+        """First-order low-pass of error_dot (backward Euler); a joint whose filter was cleared
+        starts at its current error_dot, not at 0 (no kick after a reset); a non-finite input
+        leaves that joint's filter state untouched."""
+        a = dt / (self.d_filter_tc + dt)        # 1 where the time constant is 0: no filtering
+        f = self.error_dot_filtered
+        stepped = np.where(self._filter_primed, f + a * (ed - f), ed)
+        np.copyto(f, stepped, where=ok)
+        self._filter_primed |= ok
+        return f
 
 
 def gains_from_params(joints: Sequence[str], params: Mapping[str, object],

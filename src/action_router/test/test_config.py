@@ -112,3 +112,22 @@ def test_zones_are_a_nested_map_flattened_like_ros_parameters():
     flat = make_config({"zones.warehouse.goal": [2.3, 0.0, 0.0]})      # what a params file gives the node
     assert flat.zones["warehouse"].goal == nested.zones["warehouse"].goal
     assert flat.threshold("warehouse") == 0.72 and flat.threshold("mars") is None
+
+
+def test_derivative_filter_default_reaches_every_joint_and_a_joint_can_override_it():
+    from action_router.params import make_config
+    cfg = make_config()
+    assert cfg["derivative_filter_time_constant"] > 0
+    assert all(g.derivative_filter_time_constant == cfg["derivative_filter_time_constant"] for g in cfg.gains.values())
+    joint = cfg.joints[0]
+    cfg = make_config({"derivative_filter_time_constant": 0.0, f"gains.{joint}.derivative_filter_time_constant": 0.02})
+    assert cfg.gains[joint].derivative_filter_time_constant == 0.02
+    assert all(cfg.gains[j].derivative_filter_time_constant == 0.0 for j in cfg.joints[1:])
+
+
+def test_an_unknown_tick_source_is_refused():
+    import pytest
+    from action_router.params import make_config
+    with pytest.raises(ValueError, match="tick_source"):
+        make_config({"tick_source": "sometimes"})
+    assert make_config({"tick_source": "state_or_timer"})["tick_source"] == "state_or_timer"

@@ -65,3 +65,27 @@ def test_a_zone_added_in_parameters_is_read_and_an_incomplete_one_refused():
             Parameter("zone_names", value=["corridor", "warehouse", "door", "attic"]),
             Parameter("zones.attic.goal", value=[1.0, 1.0])])
         assert incomplete.trigger_configure() == TransitionCallbackReturn.FAILURE
+
+
+def test_state_or_timer_ticks_on_each_state_and_the_timer_only_fills_gaps():
+    from sensor_msgs.msg import JointState
+    with spinning() as sp:
+        node = sp.create(RouterNode, "router_state_tick", parameter_overrides=[
+            Parameter("tick_source", value="state_or_timer"), Parameter("control_hz", value=2.0),
+            Parameter("command_stamp", value="state"),
+            Parameter("vision_source", value="none")])   # a slow timer: the test calls it by hand
+        assert node.trigger_configure() == OK and node.trigger_activate() == OK
+        r = node.router
+        state = JointState(name=list(r.joints), position=[0.1] * r.n, velocity=[0.0] * r.n)
+        state.header.stamp.sec, state.header.stamp.nanosec = 12, 345
+        ticks = node._loop_window_ticks
+        node._on_joint_state(state)                       # a state: a tick at once, on that state
+        assert node._loop_window_ticks == ticks + 1
+        stamp = node._motor_msg.header.stamp
+        assert (stamp.sec, stamp.nanosec) == (12, 345)   # the command carries that state's stamp
+        node._on_control_timer()                          # the timer right after: the state covered it
+        assert node._loop_window_ticks == ticks + 1
+        node._last_tick -= 1.0                            # no state for longer than a period: the timer ticks
+        node._on_control_timer()
+        assert node._loop_window_ticks == ticks + 2
+        assert node.trigger_deactivate() == OK

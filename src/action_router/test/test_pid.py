@@ -117,3 +117,42 @@ def test_gains_from_ros2_control_parameter_names():
         gains_from_params(["j1"], {"gains.j1.antiwindup_strategy": "magic"})
     with pytest.raises(ValueError):
         gains_from_params(["j1"], {"gains.j1.u_clamp_max": -1.0, "gains.j1.u_clamp_min": 1.0})
+
+
+def test_derivative_filter_attenuates_a_noisy_error_dot_and_passes_a_steady_one():
+    rng = np.random.default_rng(3)
+    noise = rng.standard_normal(4000) * 5e-3          # measured-velocity noise, rad/s
+    raw = VectorPid([Gains(d=8.0)])
+    filtered = VectorPid([Gains(d=8.0, derivative_filter_time_constant=0.005)])
+    u_raw = [float(raw.compute(np.zeros(1), np.array([0.2 + v]), 0.001)[0]) for v in noise]
+    u_f = [float(filtered.compute(np.zeros(1), np.array([0.2 + v]), 0.001)[0]) for v in noise]
+    # the D term's tick-to-tick change (what the actuator sees as jitter) shrinks several times
+    assert np.std(np.diff(u_f)) < 0.25 * np.std(np.diff(u_raw))
+    # a steady error_dot still reaches the D term in full (first-order low-pass, unity DC gain)
+    assert np.mean(u_f[1000:]) == pytest.approx(8.0 * 0.2, rel=0.01)
+
+
+def test_derivative_filter_follows_a_step_with_its_time_constant_and_zero_means_unfiltered():
+    tc, dt = 0.01, 0.001
+    pid = VectorPid([Gains(d=1.0, derivative_filter_time_constant=tc), Gains(d=1.0)])
+    pid.compute(np.zeros(2), np.zeros(2), dt)          # primed at 0
+    u = [pid.compute(np.zeros(2), np.ones(2), dt).copy() for _ in range(10)]
+    assert all(step[1] == 1.0 for step in u)          # no filter: the step at once
+    # after one time constant (10 ticks) the filtered D input has covered ~1 - 1/e of the step
+    assert u[-1][0] == pytest.approx(1.0 - (tc / (tc + dt)) ** 10) and 0.6 < u[-1][0] < 0.65
+
+
+def test_derivative_filter_restarts_from_the_current_error_dot_after_a_reset():
+    pid = VectorPid([Gains(d=2.0, derivative_filter_time_constant=0.05)])
+    for _ in range(50):
+        pid.compute(np.zeros(1), np.array([1.0]), 0.001)
+    pid.reset()
+    # no memory of the old error_dot and no ramp from zero: the first step after a reset is unfiltered
+    assert pid.compute(np.zeros(1), np.array([-0.5]), 0.001)[0] == pytest.approx(-1.0)
+
+
+def test_derivative_filter_time_constant_is_a_gain_parameter():
+    g = gains_from_params(["j1"], {"gains.j1.d": 1.0, "gains.j1.derivative_filter_time_constant": 0.004})["j1"]
+    assert g.derivative_filter_time_constant == 0.004 and g.scaled(0.5).derivative_filter_time_constant == 0.004
+    with pytest.raises(ValueError):
+        gains_from_params(["j1"], {"gains.j1.derivative_filter_time_constant": -0.001})

@@ -1,0 +1,277 @@
+"""Router latency over DDS for bench-router: a DDS echo floor and the router node, one layout.
+
+Each target runs in its own process with the router's executor (single-threaded rclpy); this
+process publishes stamped ``joint_states`` at ~1 kHz from a thread and subscribes ``motor_command``
+(reliable, depth 100, as the router publishes it). Latency of a stamp = the DDS reception time of
+the first command carrying it (``MessageInfo.received_timestamp``, taken by the middleware's own
+thread, so this process's executor and GIL do not count) minus the stamp (the wall clock just
+before the publish). Targets:
+
+* ``echo``: ``python -m action_router.bench_dds --echo``: a node that only re-publishes each joint
+  state's stamp as a MotorCommand, with the router's QoS (joint_states best effort depth 1,
+  motor_command reliable depth 10): two DDS hops plus one rclpy dispatch, the floor of any node.
+* the router node (``command_stamp: state``) as configured (``tick_source: state_or_timer``: a tick
+  on each joint state, the timer only filling gaps in the state stream), and with ``tick_source:
+  timer`` (the 1 kHz timer alone: a state waits for the next tick, up to one period).
+
+The loop period is measured from the commands' source timestamps (the router's publish time of
+each tick): period p50, its standard deviation (the jitter), p99/p99.9/max and the ticks late by
+more than half a period.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+Z95 = 1.959964
+
+
+def quantile_ci(sorted_values: np.ndarray, q: float) -> List[float]:
+    """95 % confidence interval of the q-quantile from order statistics (distribution-free)."""
+    n = sorted_values.size
+    half = Z95 * math.sqrt(n * q * (1.0 - q))
+    lo = max(int(math.floor(n * q - half)), 0)
+    hi = min(int(math.ceil(n * q + half)), n - 1)
+    return [float(sorted_values[lo]), float(sorted_values[hi])]
+
+
+def summarise(values_us: np.ndarray) -> dict:
+    v = np.sort(values_us)
+    if v.size == 0:
+        return {"p50": math.nan, "p99": math.nan, "p999": math.nan, "max": math.nan, "mean": math.nan}
+    return {"p50": float(np.percentile(v, 50)), "p99": float(np.percentile(v, 99)),
+            "p999": float(np.percentile(v, 99.9)), "max": float(v[-1]), "mean": float(v.mean()),
+            "p99_ci95": quantile_ci(v, 0.99)}
+
+
+def period_stats(d: np.ndarray, nominal_s: float) -> dict:
+    """Statistics of the intervals between successive command publish times (microseconds)."""
+    if d.size == 0:
+        return {}
+    nominal_us = nominal_s * 1e6
+    return {"p50": float(np.percentile(d, 50)), "std": float(d.std()), "p99": float(np.percentile(d, 99)),
+            "p999": float(np.percentile(d, 99.9)), "max": float(d.max()),
+            "late_ticks": int((d > 1.5 * nominal_us).sum()), "intervals": int(d.size)}
+
+
+def router_command(extra: Optional[List[str]] = None) -> List[str]:
+    # no parameter file: the node's defaults and this workspace's config/ files are what is measured
+    cmd = [sys.executable, "-m", "action_router.router_node", "--ros-args",
+           "-p", "autostart:=true", "-p", "command_stamp:=state", "-r", "__node:=router_bench"]
+    for item in extra or []:
+        cmd += ["-p", item]
+    return cmd
+
+
+def echo_command() -> List[str]:
+    return [sys.executable, "-m", "action_router.bench_dds", "--echo", "--ros-args", "-r", "__node:=stamp_echo"]
+
+
+def measure(target: List[str], seconds: float, *, decide: bool, discovery_timeout: float = 30.0,
+            rate_hz: float = 1000.0) -> dict:
+    """Start ``target``, publish stamped joint states at rate_hz, measure for ``seconds``: raw
+    per-stamp latencies, publish delays and command intervals (us), and the rates."""
+    from csr_llm_core.ros.dds_env import localhost_dds_env
+    localhost_dds_env()
+    from rclpy.node import Node
+    from sensor_msgs.msg import JointState
+    from csr_llm_core.ros import qos
+    from csr_llm_core.ros.spin import spinning
+    from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
+    from .params import make_config
+
+    log = tempfile.TemporaryFile(mode="w+")     # a pipe nobody reads could fill and stall the target
+    proc = subprocess.Popen(target, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    cap = int(rate_hz * (seconds + 5) * 2) + 10_000
+    stamps = np.zeros(cap, dtype=np.int64)
+    received = np.zeros(cap, dtype=np.int64)
+    sources = np.zeros(cap, dtype=np.int64)
+    count = [0]
+    recording = threading.Event()
+    loop_hz: List[float] = []
+    stop = threading.Event()
+    joints = make_config().joints
+    sent = [0]
+    try:
+        with spinning() as sp:
+            node = sp.create(Node, "router_bench_peer")
+
+            def on_cmd(msg, info) -> None:
+                i = count[0]
+                if i < cap and (recording.is_set() or i < 100):   # the first 100: proof of life
+                    stamps[i] = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+                    received[i] = info["received_timestamp"]
+                    sources[i] = info["source_timestamp"]
+                    count[0] = i + 1
+
+            node.create_subscription(MotorCommand, "motor_command", on_cmd, qos.reliable(100))
+            node.create_subscription(RouterStatus, "router_status", lambda m: loop_hz.append(m.loop_hz),
+                                     qos.COMMANDS)
+            js_pub = node.create_publisher(JointState, "joint_states", qos.COMMANDS)
+            dec_pub = node.create_publisher(Decision, "decision", qos.DECISIONS)
+
+            def publish() -> None:
+                msg = JointState(name=list(joints), position=[0.0] * len(joints), velocity=[0.0] * len(joints))
+                period = 1.0 / rate_hz
+                nxt = time.monotonic()
+                while not stop.is_set():
+                    ns = time.time_ns()
+                    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
+                    js_pub.publish(msg)
+                    sent[0] += 1
+                    nxt += period
+                    d = nxt - time.monotonic()
+                    if d > 0:
+                        time.sleep(d)
+                    else:
+                        nxt = time.monotonic()
+
+            th = threading.Thread(target=publish, name="joint-state-publisher", daemon=True)
+            th.start()
+            try:
+                end = time.monotonic() + discovery_timeout
+                while time.monotonic() < end and count[0] < 50 and proc.poll() is None:
+                    time.sleep(0.1)
+                if count[0] < 50:
+                    log.seek(0)
+                    raise RuntimeError(f"{target[2]} produced no stamped commands (discovery failed?): "
+                                       f"{log.read()[-800:]}")
+                if decide:
+                    while dec_pub.get_subscription_count() == 0 and time.monotonic() < end:
+                        time.sleep(0.05)
+                    dec_pub.publish(Decision(intent="hold_position"))
+                time.sleep(1.5)   # settle: decision applied, loop_hz window filled
+                gc.collect()
+                gc.freeze()       # this process is the instrument: no full collection while measuring
+                loop_hz.clear()
+                count[0] = 0
+                s0, t0 = sent[0], time.monotonic()
+                recording.set()
+                time.sleep(seconds)
+                recording.clear()
+                n, s1, t1 = count[0], sent[0], time.monotonic()
+            finally:
+                stop.set()
+                th.join(timeout=2)
+                gc.unfreeze()
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(2)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        log.close()
+    st, rc, src = stamps[:n], received[:n], sources[:n]
+    _, first = np.unique(st, return_index=True)          # the first command carrying each stamp
+    lat = (rc[first] - st[first]) / 1000.0
+    lat = lat[st[first] > 0]
+    keep = st[first] > 0
+    return {
+        "latency": lat[keep],
+        "publish": ((src[first] - st[first]) / 1000.0)[keep],    # stamp -> the target's publish
+        "intervals": np.diff(np.sort(src)) / 1000.0,
+        "command_rate_hz": float(n / (t1 - t0)),
+        "joint_state_rate_hz": float((s1 - s0) / (t1 - t0)),
+        "loop_hz": float(np.median(loop_hz)) if loop_hz else None,
+    }
+
+
+def summarise_runs(runs: List[dict], nominal_period_s: float = 0.001) -> dict:
+    """One target's rounds pooled: latency and publish-delay statistics, loop period, rates."""
+    lat = np.concatenate([r["latency"] for r in runs])
+    hz = [r["loop_hz"] for r in runs if r["loop_hz"] is not None]
+    return {
+        "latency_us": summarise(lat),
+        "publish_us": summarise(np.concatenate([r["publish"] for r in runs])),
+        "period_us": period_stats(np.concatenate([r["intervals"] for r in runs]), nominal_period_s),
+        "samples": int(lat.size),
+        "rounds": len(runs),
+        "command_rate_hz": float(np.mean([r["command_rate_hz"] for r in runs])),
+        "joint_state_rate_hz": float(np.mean([r["joint_state_rate_hz"] for r in runs])),
+        "loop_hz": float(np.median(hz)) if hz else None,
+    }
+
+
+# name -> (process, send a decision): the floor, the router as configured, the router ticking on states
+TARGETS: Dict[str, Tuple[List[str], bool]] = {
+    "echo": (echo_command(), False),
+    "router": (router_command(), True),                              # as configured: state_or_timer
+    "router_timer": (router_command(["tick_source:=timer"]), True),
+}
+
+
+def run_side_by_side(seconds: float, rounds: int, log=print) -> Dict[str, dict]:
+    """Each target for ``seconds`` in all, in ``rounds`` interleaved rounds, so that whatever else
+    runs on the machine meanwhile weighs on the floor and the router alike."""
+    raw: Dict[str, List[dict]] = {name: [] for name in TARGETS}
+    for k in range(rounds):
+        for name, (cmd, decide) in TARGETS.items():
+            log(f"[bench-router] DDS round {k + 1}/{rounds}: {name} for {seconds / rounds:g} s ...")
+            raw[name].append(measure(cmd, seconds / rounds, decide=decide))
+    return {name: summarise_runs(runs) for name, runs in raw.items()}
+
+
+def run_under_load(seconds: float, pinned: bool, extra: Optional[List[str]] = None) -> dict:
+    """The router as configured, measured while csr_llm_core.decision_load runs; pinned: load on the
+    first CPU, router on the last."""
+    cpus = sorted(os.sched_getaffinity(0))
+    load_cpu, router_cpu = (str(cpus[0]), str(cpus[-1])) if pinned and len(cpus) > 1 else ("", "")
+    load = subprocess.Popen([sys.executable, "-m", "csr_llm_core.decision_load", "--seconds", str(seconds + 120),
+                             "--cpu", load_cpu], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in load.stdout or []:        # the model loaded and deciding before we measure
+            if "ready" in line:
+                break
+        items = list(extra or []) + ([f"cpu_affinity:={router_cpu}"] if router_cpu else [])
+        result = summarise_runs([measure(router_command(items), seconds, decide=True)])
+    finally:
+        load.send_signal(2)
+        out = load.communicate(timeout=60)[0]
+    lines = [ln for ln in out.splitlines() if ln.startswith("decisions ")]
+    rate = float(lines[-1].split("(")[1].split("/s")[0]) if lines else 0.0
+    return dict(result, load_decisions_per_s=rate, router_cpus=router_cpu or "any", load_cpus=load_cpu or "any")
+
+
+# ---------------------------------------------------------------------------------------- the echo
+def echo_main(args: Optional[List[str]] = None) -> int:
+    """A node that re-publishes each joint state's stamp as a MotorCommand (the router's QoS)."""
+    from rclpy.node import Node
+    from sensor_msgs.msg import JointState
+    from csr_llm_core.ros import qos
+    from csr_llm_core.ros.node import run_node
+    from csr_llm_msgs.msg import MotorCommand
+
+    class StampEcho(Node):
+        def __init__(self) -> None:
+            super().__init__("stamp_echo")
+            self._out = MotorCommand()
+            self._pub = self.create_publisher(MotorCommand, "motor_command", qos.COMMANDS)
+            self.create_subscription(JointState, "joint_states", self._on_state, qos.LATEST)
+            gc.collect()
+            gc.freeze()          # as the router does after start-up
+
+        def _on_state(self, msg: JointState) -> None:
+            self._out.header.stamp = msg.header.stamp
+            self._pub.publish(self._out)
+
+    return run_node(StampEcho, args)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--echo", action="store_true", help="run the stamp echo node")
+    known, rest = ap.parse_known_args()
+    if known.echo:
+        sys.exit(echo_main([sys.argv[0]] + rest))
+    ap.error("use --echo (the measurement runs from action_router.bench)")
