@@ -42,6 +42,9 @@ def test_golden_bag_replays_to_the_same_decisions_and_motor_commands(tmp_path):
     assert report.startswith("MATCH") and "match exactly" in report, report
     decisions = int(report.split("decisions: ")[1].split()[0])
     assert decisions >= 10
+    # the golden scenario's situation changes, and so do its decisions: replay guards their quality
+    intents = {d.intent for d in read_outputs(GOLDEN).decisions}
+    assert len(intents) >= 4, intents
     assert report.count(" ok") == 5 and "EXCEEDED" not in report      # every joint within tolerance
     assert "timeouts 0" in result.stdout                 # every decision arrived at its lockstep boundary
     # the replay guards ASR: evictions, background rebuilds and swaps happened, at the same decisions
