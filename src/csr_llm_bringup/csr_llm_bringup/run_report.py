@@ -5,6 +5,7 @@ The recorder node feeds it plain values taken from the run's messages; nothing h
 from __future__ import annotations
 
 import json
+import time
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,8 @@ class RunStats:
     first_time: Optional[float] = None
     last_time: Optional[float] = None
     clock_seen: bool = False          # /clock was recorded: times are sim time, else wall time
+    wall_first: Optional[float] = None    # monotonic wall time of the first and last timed message
+    wall_last: Optional[float] = None
     decisions: List[Tuple[float, float, str, str, int]] = field(default_factory=list)  # t, ttft, intent, res, k
     evictions: List[float] = field(default_factory=list)
     swaps: List[float] = field(default_factory=list)
@@ -51,9 +54,12 @@ class RunStats:
     expectation_records: List[Dict[str, Any]] = field(default_factory=list)
     goals: Dict[str, Optional[float]] = field(default_factory=dict)
 
-    def on_time(self, t: float) -> None:
+    def on_time(self, t: float, wall: Optional[float] = None) -> None:
+        wall = time.monotonic() if wall is None else wall
         if self.first_time is None:
             self.first_time = t
+            self.wall_first = wall
+        self.wall_last = wall
         self.last_time = t if self.last_time is None else max(self.last_time, t)
 
     def on_decision(self, t: float, ttft_ms: float, intent: str, resource: str, state_version: int,
@@ -161,6 +167,8 @@ class RunStats:
             "time_base": "sim" if self.clock_seen else "wall",
             "duration_s": round(duration, 3),
             "sim_seconds": round(duration, 3) if self.clock_seen else None,
+            # sim seconds per wall second over the recording (None without a sim clock)
+            "real_time_factor": self.real_time_factor(duration),
             "decisions": len(self.decisions),
             "decisions_per_s": round(len(self.decisions) / duration, 3) if duration > 0 else 0.0,
             "ttft_p50_ms": round(float(np.percentile(ttfts, 50)), 1),
@@ -182,6 +190,12 @@ class RunStats:
             "scenario": self.scenario_info().get("scenario"),
             **_score_summary(self.decision_score()),
         }
+
+    def real_time_factor(self, sim_duration: float) -> Optional[float]:
+        if not self.clock_seen or self.wall_first is None or self.wall_last is None:
+            return None
+        wall = self.wall_last - self.wall_first
+        return round(sim_duration / wall, 3) if wall > 0 else None
 
     def write(self, run_dir: Path, bag_path: Optional[Path] = None) -> dict:
         run_dir.mkdir(parents=True, exist_ok=True)

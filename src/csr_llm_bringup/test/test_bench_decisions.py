@@ -68,5 +68,13 @@ def test_a_run_without_a_sim_clock_reports_wall_time():
     summary = stats.summary()
     assert summary["time_base"] == "wall" and summary["duration_s"] == 4.0 and summary["sim_seconds"] is None
     assert summary["decisions_per_s"] == 0.75
+    assert summary["real_time_factor"] is None
     stats.clock_seen = True
     assert stats.summary()["time_base"] == "sim" and stats.summary()["sim_seconds"] == 4.0
+
+
+def test_real_time_factor_is_sim_seconds_per_wall_second():
+    stats = RunStats(clock_seen=True)
+    for sim, wall in ((0.0, 50.0), (2.0, 52.5), (9.0, 60.0)):     # 9 s of sim in 10 s of wall time
+        stats.on_time(sim, wall)
+    assert stats.summary()["real_time_factor"] == 0.9
