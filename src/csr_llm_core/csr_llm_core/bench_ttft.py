@@ -26,7 +26,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, Sequence
 
 from .catalogue import IntentCatalogue
 from .engine import LlamaEngine
@@ -35,7 +35,8 @@ from .prompt import PromptTemplate, chunk_line, tokenize_suffix
 from .synthetic import chunk_text
 
 # variant name -> LlamaEngine options of its own context (None: the default context, set otherwise)
-CONTEXT_VARIANTS = {"flash_attn": {"flash_attn": True}, "kv_q8_0": {"flash_attn": True, "kv_cache_type": "q8_0"}}
+CONTEXT_VARIANTS: Dict[str, Dict[str, Any]] = {"flash_attn": {"flash_attn": True},
+                                               "kv_q8_0": {"flash_attn": True, "kv_cache_type": "q8_0"}}
 
 
 def _build_to(engine: LlamaEngine, tokens: list, target: int, seq: int) -> int:
@@ -63,7 +64,7 @@ def _timed(engine: LlamaEngine, suffix: list, grammar: DecisionGrammar, repeats:
 
 
 def run(sizes, repeats: int, n_threads: int, config_dir: Path, model_path=None,
-        variants: List[str] = ()) -> list:
+        variants: Sequence[str] = ()) -> list:
     catalogue = IntentCatalogue.from_file(config_dir / "intents.yaml")
     template = PromptTemplate.from_file(config_dir / "prompt.yaml")
     n_ctx = max(sizes) + 256

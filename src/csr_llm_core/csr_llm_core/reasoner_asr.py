@@ -2,7 +2,8 @@
 
 At an eviction `_start_reconcile` warms the secondary on the shortened logical state in a thread,
 in `rebuild_batch` pieces that yield to a decision in flight; chunks that arrive meanwhile are
-buffered and caught up until fewer than `n_catchup` tokens are left, then the secondary is ready.
+buffered and caught up until at most `n_catchup` tokens (and at most one `rebuild_batch`) are left,
+then the secondary is ready.
 `_maybe_swap` (decision thread) swaps it in: as soon as it is ready, or with
 `swap_after_decisions` = N exactly at the Nth decision after the eviction (waiting for the rebuild
 if needed), so a lockstepped run and its replay swap at the same point of the chunk stream.
@@ -74,7 +75,8 @@ class AsrRebuildMixin:
                     pending_tokens = [t for chunk in pending for t in chunk.tokens]
                     if pending:
                         last_seq = pending[-1].seq
-                    if len(pending_tokens) <= self.config.n_catchup:
+                    # what the swap leaves to the new primary stays below one batch (and n_catchup)
+                    if len(pending_tokens) <= min(self.config.n_catchup, self.config.rebuild_batch):
                         self._ready = (view + pending_tokens, version, last_seq)
                         return
                 engine.extend(pending_tokens, batch=self.config.rebuild_batch, before_batch=self._yield_to_primary,

@@ -101,6 +101,7 @@ class ReasoningNode(Node):
         self._chunks = deque()
         self._pending_request = False
         self._stopping = False
+        self._preempted = False         # the last pump stopped for a due decision: resume it
         self.decision_pub = self.create_publisher(Decision, "decision", qos.DECISIONS)
         self.status_pub = self.create_publisher(CsrStatus, "csr_status", 10)
         self.create_subscription(StateChunk, "state_chunks", self._on_chunk, qos.CHUNK_STREAM)
@@ -150,7 +151,8 @@ class ReasoningNode(Node):
     def _decision_loop(self) -> None:
         while True:
             with self._wake:
-                while not (self._stopping or self._chunks or self._pending_request or self._clock_due()):
+                while not (self._stopping or self._chunks or self._pending_request or self._clock_due()
+                           or self._preempted):
                     self._wake.wait(timeout=0.01)
                 if self._stopping:
                     return
@@ -171,11 +173,18 @@ class ReasoningNode(Node):
                     self._next_due = max(self._next_due + self.period, self._now())
                     self._decide(Decision.TRIGGER_PERIODIC)
                     decided = True
-                if chunks and not decided:
-                    self.reasoner.pump()
+                if (chunks and not decided) or self._preempted or self.reasoner.uncached_tokens:
+                    # a decision due meanwhile stops the append at a batch boundary; resumed next round
+                    self._preempted = not self.reasoner.pump(preempt=self._decision_waiting)
             except Exception as err:  # noqa: BLE001 - keep the node up; the next trigger retries
                 self.decision_faults.record(f"failed:{type(err).__name__}", f"a decision failed: {err}")
                 time.sleep(0.1)
+
+    def _decision_waiting(self) -> bool:
+        """Something the decision thread must handle before appending more: a queued chunk (it may
+        trigger a decision), a request, the clock's due time, or shutdown."""
+        with self._wake:
+            return bool(self._stopping or self._chunks or self._pending_request or self._clock_due())
 
     def _apply_chunk(self, msg: StateChunk, decide: bool = True) -> bool:
         """Apply one chunk in stream order, deciding where it triggers; returns whether it decided.
