@@ -279,8 +279,10 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
                 return
         check = None
         if preempt is not None:
-            def check() -> None:
-                if preempt():
+            batches = itertools.count()
+
+            def check() -> None:     # one batch at least per pump: appends progress under any decision load
+                if next(batches) > 0 and preempt():
                     raise _Preempted()
         engine.extend(view[len(engine.tokens):target_len], batch=self.config.rebuild_batch, by_line=True,
                       before_batch=check)
@@ -299,35 +301,6 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
             if self.state.chunks and end <= held:          # none of the live chunks yet
                 return end, self.state.chunks[0].seq - 1
         return None
-
-    def _resolve_overflow(self) -> Tuple[List[int], int, int]:
-        """The primary's view no longer fits its context (chunks outran the background rebuild).
-
-        Give the secondary `overflow_wait_s` at full speed to finish; if it cannot, cancel the
-        reconciliation and evict synchronously (one logged stall) rather than fail.
-        """
-        self.overflow_stalls += 1
-        self._primary_idle.set()
-        deadline = time.monotonic() + self.config.overflow_wait_s
-        while self._reconciling and self._ready is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-        self._primary_idle.clear()
-        self._maybe_swap()
-        with self._lock:
-            overflow = len(self._primary_view) + self.config.suffix_reserve > self.primary.n_ctx
-        if overflow:
-            self.log.warning("chunks arrive faster than the prefix can be rebuilt: primary %s would overflow "
-                             "n_ctx=%d; evicting synchronously (stall)", self.primary.name, self.primary.n_ctx)
-            self._cancel_reconcile()     # joins the thread: must not hold self._lock here
-        with self._lock:
-            if overflow:
-                self._reconciling = False
-                self._ready = None
-                self._buffer = []
-                while self.state.needs_eviction():
-                    self.state.evict()
-                self._set_primary_view(self.state.tokens(), self.state.version)
-            return self._primary_view, len(self._primary_view), self._view_epoch
 
     def pump(self, preempt: Optional[Callable[[], bool]] = None) -> bool:
         """Append pending chunk tokens to the primary's KV cache (call between decisions); False

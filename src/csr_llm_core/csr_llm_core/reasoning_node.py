@@ -149,6 +149,10 @@ class ReasoningNode(Node):
         return now >= self._next_due
 
     def _decision_loop(self) -> None:
+        try:
+            self.reasoner.warm_secondary()     # the first eviction then rebuilds the live chunks only
+        except Exception as err:  # noqa: BLE001 - an optimisation: the rebuild evaluates the head instead
+            self.get_logger().warning(f"warming the secondary's head failed: {err}")
         while True:
             with self._wake:
                 while not (self._stopping or self._chunks or self._pending_request or self._clock_due()
