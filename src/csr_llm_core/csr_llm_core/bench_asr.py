@@ -6,8 +6,9 @@ one run, in real time: once through the ASR reasoner (two contexts, background r
 baseline that re-evaluates the shortened prefix when it evicts. Decisions are due at
 `--decision-hz`; a decision's latency is measured from the moment it was due to its first token,
 so time spent waiting for an append or recomputing the prefix before it (the stall ASR removes)
-counts. Chunks are appended between decisions by `pump`, which a due decision pre-empts at the next
-`--rebuild-batch` boundary (the decision runs on the whole chunks already cached). Prints a table,
+counts. Chunks are appended between decisions by `pump`, in `--rebuild-batch` pieces, stopped
+before a piece would run into the next due time (`Reasoner.append_batch_s`); the decision runs on
+the whole chunks already cached (at most `max_uncached_tokens` behind). Prints a table,
 writes JSON (per decision, per eviction cycle) and a plot of due->first token and TTFT alone over
 time with eviction and swap marks.
 """
@@ -37,8 +38,8 @@ def play(reasoner: Reasoner, chunk_hz: float, decision_hz: float, n_chunks: int,
     samples, evictions, swaps = [], [], []
     last = reasoner.status()
 
-    def decision_due() -> bool:
-        return time.monotonic() - start >= next_decision
+    def decision_due() -> bool:      # before the next batch would run into the due time
+        return time.monotonic() - start + reasoner.append_batch_s >= next_decision
 
     while seq < n_chunks and not (swaps_wanted and last["swaps"] >= swaps_wanted):
         now = time.monotonic() - start
@@ -61,12 +62,12 @@ def play(reasoner: Reasoner, chunk_hz: float, decision_hz: float, n_chunks: int,
             reasoner.add_chunk(seq, chunk_text(seq), source="/bench", kind=kind, stamp=now)
             seq += 1
             next_chunk += 1.0 / chunk_hz
-        elif reasoner.uncached_tokens or reasoner.status()["reconciling"]:
+        elif (reasoner.uncached_tokens or reasoner.status()["reconciling"]) and not decision_due():
             reasoner.pump(preempt=decision_due)     # also swaps in a ready secondary
             if not reasoner.uncached_tokens:
                 time.sleep(max(0.0, min(0.005, min(next_chunk, next_decision) - now)))
         else:
-            time.sleep(min(next_chunk, next_decision) - now)
+            time.sleep(max(0.0, min(next_chunk, next_decision) - now))
         status = reasoner.status()
         t = round(time.monotonic() - start, 3)
         if status["evictions"] > last["evictions"]:
@@ -94,7 +95,7 @@ def cycles(samples: list, evictions: list, swaps: list, elapsed: float) -> list:
     rows = []
     for i, evicted in enumerate(evictions):
         until = evictions[i + 1] if i + 1 < len(evictions) else elapsed
-        swapped = next((s for s in swaps if evicted <= s <= until), None)
+        swapped = next((s for s in swaps if evicted < s <= until), None)   # a swap may evict at once
         latencies = [s["latency_ms"] for s in samples if evicted <= s["t"] < until]
         rows.append({"evicted_at": evicted, "swapped_at": swapped,
                      "rebuild_s": None if swapped is None else round(swapped - evicted, 2),
@@ -134,8 +135,8 @@ def plot(results: dict, path: Path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cycles", type=int, default=10, help="ASR plays until this many evictions were swapped in")
-    parser.add_argument("--max-chunks", type=int, default=400, help="ASR stops here even short of --cycles")
-    parser.add_argument("--chunk-hz", type=float, default=1.0)
+    parser.add_argument("--max-chunks", type=int, default=200, help="ASR stops here even short of --cycles")
+    parser.add_argument("--chunk-hz", type=float, default=0.5)
     parser.add_argument("--decision-hz", type=float, default=2.0)
     parser.add_argument("--tau-mem", type=int, default=2560)
     parser.add_argument("--evict-ratio", type=float, default=0.5)

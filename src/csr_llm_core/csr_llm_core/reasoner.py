@@ -159,6 +159,7 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
         self.swaps = 0
         self.overflow_stalls = 0
         self.preempted_pumps = 0
+        self.append_batch_s = 0.1                # recent time per appended batch (callers look ahead with it)
         self.failovers = 0
         self.refused_decisions = 0
         self.last_cached_tokens = -1
@@ -272,35 +273,49 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
             engine.view_epoch = epoch
         if deciding and len(engine.tokens) < target_len and self.config.decide_on_cached \
                 and self.config.swap_after_decisions == 0:
-            settled = self._whole_chunks_held(len(engine.tokens), target_len)
-            if settled is not None and target_len - settled[0] <= self.config.max_uncached_tokens:
-                engine.truncate(settled[0])      # a partly appended chunk: appended again after the decision
-                self._held_seq = settled[1]
+            # the whole chunks held; if that leaves more than max_uncached_tokens behind, the fewest
+            # whole chunks more that do not (a partly appended chunk is appended again after it)
+            held = self._chunk_end(len(engine.tokens), target_len, up=False)
+            if held is None or target_len - held[0] > self.config.max_uncached_tokens:
+                held = self._chunk_end(target_len - self.config.max_uncached_tokens, target_len, up=True)
+            if held is not None:
+                engine.truncate(held[0])
+                engine.extend(view[len(engine.tokens):held[0]], batch=self.config.rebuild_batch, by_line=True)
+                self._held_seq = held[1]
                 return
         check = None
         if preempt is not None:
             batches = itertools.count()
+            last = [time.perf_counter()]
 
             def check() -> None:     # one batch at least per pump: appends progress under any decision load
-                if next(batches) > 0 and preempt():
-                    raise _Preempted()
+                now = time.perf_counter()
+                if next(batches) > 0:
+                    self.append_batch_s += 0.3 * (now - last[0] - self.append_batch_s)
+                    if preempt():
+                        raise _Preempted()
+                last[0] = now
         engine.extend(view[len(engine.tokens):target_len], batch=self.config.rebuild_batch, by_line=True,
                       before_batch=check)
         self._held_seq = last_seq
 
-    def _whole_chunks_held(self, held: int, view_len: int) -> Optional[Tuple[int, int]]:
-        """(length, seq of its last chunk) of the longest prefix of whole chunks within `held` tokens
-        of the view; None when it would reach into chunks no longer live. The view's newest chunks
-        are the logical state's newest chunks (both are appended together)."""
-        end = view_len
+    def _chunk_end(self, pos: int, view_len: int, up: bool) -> Optional[Tuple[int, int]]:
+        """(view position, seq) of the chunk end nearest `pos` at or below it (`up`: at or above it);
+        None when there is none among the live chunks. The view's newest chunks are the logical
+        state's newest chunks (both are appended together)."""
         with self._lock:
-            for chunk in reversed(self.state.chunks):      # `chunk` ends at `end` in the view
-                if end <= held:
-                    return end, chunk.seq
-                end -= chunk.n_tokens
-            if self.state.chunks and end <= held:          # none of the live chunks yet
-                return end, self.state.chunks[0].seq - 1
-        return None
+            chunks = self.state.chunks
+            if not chunks:
+                return None
+            end, best = view_len, None
+            for i in range(len(chunks) - 1, -2, -1):        # chunks[i] ends at `end`; -1: the oldest starts there
+                seq = chunks[i].seq if i >= 0 else chunks[0].seq - 1
+                if end <= pos:
+                    return (end, seq) if not up or end == pos or best is None else best
+                best = (end, seq)
+                if i >= 0:
+                    end -= chunks[i].n_tokens
+            return best if up else None
 
     def pump(self, preempt: Optional[Callable[[], bool]] = None) -> bool:
         """Append pending chunk tokens to the primary's KV cache (call between decisions); False

@@ -63,11 +63,12 @@ class AsrRebuildMixin:
 
     def warm_secondary(self) -> None:
         """Evaluate the static head on the idle secondary now (decision thread, before the stream),
-        so the first eviction rebuilds only the live chunks; in the rebuild's pieces, so its cache
-        is what the rebuild would have computed."""
-        secondary = self.secondary
-        if secondary is not None and not self._reconciling and secondary.is_local:
-            secondary.sync(self.state.head_tokens, batch=self.config.rebuild_batch, by_line=True)
+        so the first eviction rebuilds only the live chunks. Only a head that ends a line: then its
+        pieces, and so the cache, are the ones the rebuild would have computed (replay)."""
+        secondary, head = self.secondary, self.state.head_tokens
+        if secondary is not None and not self._reconciling and secondary.is_local and head \
+                and head[-1] in getattr(secondary, "line_end_tokens", ()):
+            secondary.sync(head, batch=self.config.rebuild_batch, by_line=True)
 
     # --- ASR background rebuild ------------------------------------------------------------
     def _yield_to_primary(self) -> None:

@@ -324,9 +324,16 @@ def test_a_decision_due_during_an_append_starts_within_one_batch(engines, catalo
                                         + [c.n_tokens for c in reasoner.state.chunks]))
         assert decision.prefix_tokens in ends
         assert reasoner.pump() and engine.tokens == reasoner.state.tokens()
-        feed(reasoner, [7])
+        reasoner.config.max_uncached_tokens = 100       # further behind: the fewest whole chunks more first
+        feed(reasoner, range(7, 11))
+        decision = reasoner.decide(running="open_door")
+        behind = len(reasoner.state.tokens()) - decision.prefix_tokens
+        assert 0 < behind <= 100 and decision.last_chunk_seq in (9, 10)
+        assert decision.prefix_tokens in set(itertools.accumulate(
+            [len(reasoner.state.head_tokens)] + [c.n_tokens for c in reasoner.state.chunks]))
+        feed(reasoner, [11])
         reasoner.config.swap_after_decisions = 2                        # reproducible: every chunk first
         decision = reasoner.decide(running="open_door")
-        assert decision.prefix_tokens == len(reasoner.state.tokens()) and decision.last_chunk_seq == 7
+        assert decision.prefix_tokens == len(reasoner.state.tokens()) and decision.last_chunk_seq == 11
     finally:
         reasoner.close()
