@@ -19,6 +19,7 @@ import json
 import logging
 import time
 from pathlib import Path
+from typing import Any, Dict, List
 
 import numpy as np
 
@@ -35,11 +36,13 @@ def play(reasoner: Reasoner, chunk_hz: float, decision_hz: float, n_chunks: int,
     latency samples and event marks. Decisions first, then due chunks, then appends (pre-emptible)."""
     start = time.monotonic()
     next_chunk, next_decision, seq = 0.0, 0.5 / decision_hz, 0
-    samples, evictions, swaps = [], [], []
+    samples: List[Dict[str, Any]] = []
+    evictions: List[float] = []
+    swaps: List[float] = []
     last = reasoner.status()
 
-    def decision_due() -> bool:      # before the next batch would run into the due time
-        return time.monotonic() - start + reasoner.append_batch_s >= next_decision
+    def decision_due() -> bool:      # before the next batch would run into the due time (see pump_should_stop)
+        return reasoner.pump_should_stop(next_decision - (time.monotonic() - start))
 
     while seq < n_chunks and not (swaps_wanted and last["swaps"] >= swaps_wanted):
         now = time.monotonic() - start
@@ -53,7 +56,8 @@ def play(reasoner: Reasoner, chunk_hz: float, decision_hz: float, n_chunks: int,
                             "total_ms": round(result.total_ms, 1), "wait_ms": round((began - due) * 1e3, 1),
                             "catchup_ms": round(decision.catchup_ms, 1), "resource": decision.resource,
                             "state_version": decision.state_version, "prefix_tokens": decision.prefix_tokens,
-                            "last_chunk_seq": decision.last_chunk_seq, "chunks_added": seq})
+                            "last_chunk_seq": decision.last_chunk_seq, "chunks_added": seq,
+                            "uncached_tokens": reasoner.uncached_tokens})
             next_decision += 1.0 / decision_hz
             while next_decision < time.monotonic() - start:   # missed slots are skipped, not queued
                 next_decision += 1.0 / decision_hz
@@ -78,6 +82,7 @@ def play(reasoner: Reasoner, chunk_hz: float, decision_hz: float, n_chunks: int,
     elapsed = time.monotonic() - start
     latencies = np.array([s["latency_ms"] for s in samples])
     ttfts = np.array([s["ttft_ms"] for s in samples])
+    behind = np.array([s["chunks_added"] - 1 - s["last_chunk_seq"] for s in samples])   # staleness in chunks
     return {"samples": samples, "eviction_marks": evictions, "swap_marks": swaps, "elapsed_s": elapsed,
             "chunks": seq, "p50_ms": round(float(np.percentile(latencies, 50)), 1),
             "p99_ms": round(float(np.percentile(latencies, 99)), 1),
@@ -85,6 +90,7 @@ def play(reasoner: Reasoner, chunk_hz: float, decision_hz: float, n_chunks: int,
             "ttft_p50_ms": round(float(np.percentile(ttfts, 50)), 1),
             "ttft_p99_ms": round(float(np.percentile(ttfts, 99)), 1), "ttft_max_ms": round(float(ttfts.max()), 1),
             "decisions_per_s": round(len(samples) / elapsed, 2), "evictions": last["evictions"],
+            "chunks_behind_p50": float(np.percentile(behind, 50)), "chunks_behind_max": int(behind.max()),
             "swaps": last["swaps"], "overflow_stalls": last["overflow_stalls"],
             "preempted_pumps": last["preempted_pumps"], "cycles": cycles(samples, evictions, swaps, elapsed)}
 
@@ -175,7 +181,7 @@ def main(argv=None) -> int:
         engine.close()
     asr, sync = results["asr"], results["sync"]
     keys = ("p50_ms", "p99_ms", "max_ms", "decisions_per_s", "ttft_p50_ms", "ttft_p99_ms", "ttft_max_ms",
-            "overflow_stalls", "preempted_pumps", "chunks")
+            "overflow_stalls", "preempted_pumps", "chunks", "chunks_behind_p50", "chunks_behind_max")
     swapped = [c for c in asr["cycles"] if c["swapped_at"] is not None]
     summary = {"asr": {k: asr[k] for k in keys + ("swaps",)},
                "sync": {k: sync[k] for k in keys},
@@ -199,6 +205,9 @@ def main(argv=None) -> int:
         print(f"{mode:>5} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} {r['max_ms']:>8.1f} {r['decisions_per_s']:>6.2f} "
               f"{r['evictions']:>9} {r['swaps']:>5} {r['ttft_p50_ms']:>9.1f} {r['ttft_p99_ms']:>9.1f} "
               f"{r['ttft_max_ms']:>9.1f} {r['preempted_pumps']:>9} {r['overflow_stalls']:>8}")
+    print("staleness: chunks added but not in a decision's cached prefix (their events are in its suffix): "
+          + ", ".join(f"{m} p50 {results[m]['chunks_behind_p50']:.0f} max {results[m]['chunks_behind_max']}"
+                      for m in results))
     rebuilds = [c["rebuild_s"] for c in swapped]
     print(f"asr cycles swapped: {len(swapped)} of {len(asr['cycles'])}; rebuild (eviction -> swap) "
           + (f"median {np.median(rebuilds):.1f} s, max {max(rebuilds):.1f} s" if rebuilds else "none"))

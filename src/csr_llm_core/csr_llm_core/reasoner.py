@@ -340,6 +340,14 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
                     except NoResourceAvailable:
                         return True   # nothing can hold the prefix now; the logical state keeps every chunk
 
+    def pump_should_stop(self, seconds_to_due: float) -> bool:
+        """For `pump(preempt)` callers with a schedule: stop when the next batch would run into the
+        due time, unless the cache is half of `max_uncached_tokens` behind (then only once it is
+        due: a decision may wait one batch, rather than append a backlog itself later)."""
+        if seconds_to_due <= 0:
+            return True
+        return seconds_to_due < self.append_batch_s and self.uncached_tokens < self.config.max_uncached_tokens // 2
+
     @property
     def uncached_tokens(self) -> int:
         """Tokens of the primary's view its cache does not hold yet (what `pump` would append)."""

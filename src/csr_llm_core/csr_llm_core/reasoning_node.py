@@ -140,13 +140,13 @@ class ReasoningNode(Node):
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
-    def _clock_due(self, ahead: float = 0.0) -> bool:
+    def _clock_due(self) -> bool:
         if self.trigger_mode != "clock" or self.period is None:
             return False
         now = self._now()
         if self._next_due is None:
             self._next_due = now + self.period
-        return now + ahead >= self._next_due
+        return now >= self._next_due
 
     def _decision_loop(self) -> None:
         try:
@@ -188,8 +188,11 @@ class ReasoningNode(Node):
         """Something the decision thread must handle before appending more: a queued chunk (it may
         trigger a decision), a request, the clock's due time within the next batch, or shutdown."""
         with self._wake:
-            return bool(self._stopping or self._chunks or self._pending_request
-                        or self._clock_due(ahead=self.reasoner.append_batch_s))
+            if self._stopping or self._chunks or self._pending_request:
+                return True
+            if self.trigger_mode != "clock" or self.period is None or self._next_due is None:
+                return False
+            return self.reasoner.pump_should_stop(self._next_due - self._now())
 
     def _apply_chunk(self, msg: StateChunk, decide: bool = True) -> bool:
         """Apply one chunk in stream order, deciding where it triggers; returns whether it decided.
