@@ -100,7 +100,7 @@ def cycles(samples: list, evictions: list, swaps: list, elapsed: float) -> list:
     latency of the decisions due until the next eviction."""
     rows = []
     for i, evicted in enumerate(evictions):
-        until = evictions[i + 1] if i + 1 < len(evictions) else elapsed
+        until = evictions[i + 1] if i + 1 < len(evictions) else float("inf")
         swapped = next((s for s in swaps if evicted < s <= until), None)   # a swap may evict at once
         latencies = [s["latency_ms"] for s in samples if evicted <= s["t"] < until]
         rows.append({"evicted_at": evicted, "swapped_at": swapped,

@@ -156,7 +156,7 @@ class ReasoningNode(Node):
         while True:
             with self._wake:
                 while not (self._stopping or self._chunks or self._pending_request or self._clock_due()
-                           or self._preempted):
+                           or (self._preempted and not self._decision_waiting())):
                     self._wake.wait(timeout=0.01)
                 if self._stopping:
                     return
@@ -177,9 +177,12 @@ class ReasoningNode(Node):
                     self._next_due = max(self._next_due + self.period, self._now())
                     self._decide(Decision.TRIGGER_PERIODIC)
                     decided = True
-                if (chunks and not decided) or self._preempted or self.reasoner.uncached_tokens:
+                if ((chunks and not decided) or self._preempted or self.reasoner.uncached_tokens) \
+                        and not self._decision_waiting():
                     # a decision due meanwhile stops the append at a batch boundary; resumed next round
                     self._preempted = not self.reasoner.pump(preempt=self._decision_waiting)
+                elif chunks or self.reasoner.uncached_tokens:
+                    self._preempted = True       # appended once the decision that is due has run
             except Exception as err:  # noqa: BLE001 - keep the node up; the next trigger retries
                 self.decision_faults.record(f"failed:{type(err).__name__}", f"a decision failed: {err}")
                 time.sleep(0.1)
