@@ -63,10 +63,12 @@ class AsrRebuildMixin:
 
     def warm_secondary(self) -> None:
         """Evaluate the static head on the idle secondary now (decision thread, before the stream),
-        so the first eviction rebuilds only the live chunks. Only a head that ends a line: then its
-        pieces, and so the cache, are the ones the rebuild would have computed (replay)."""
+        so the first eviction rebuilds only the live chunks. Only a head that ends a line (its pieces,
+        and so the cache, are the rebuild's) and not with swap_after_decisions (a lockstepped run's
+        first decisions must not wait for it)."""
         secondary, head = self.secondary, self.state.head_tokens
         if secondary is not None and not self._reconciling and secondary.is_local and head \
+                and self.config.swap_after_decisions == 0 \
                 and head[-1] in getattr(secondary, "line_end_tokens", ()):
             secondary.sync(head, batch=self.config.rebuild_batch, by_line=True)
 
