@@ -57,10 +57,12 @@ class LlamaEngine:
     is_local = True
 
     def __init__(self, model_path: Union[str, Path, None] = None, *, n_ctx: int = 4096, n_threads: int = 1,
-                 n_batch: int = 256, name: str = "R1", llm=None):
+                 n_batch: int = 256, name: str = "R1", llm=None, flash_attn: bool = False,
+                 kv_cache_type: str = "f16"):
         self.model_path = resolve_model_path(model_path)
         self.llm = llm if llm is not None else load_llama(self.model_path, n_ctx=n_ctx, n_threads=n_threads,
-                                                          n_batch=n_batch)
+                                                          n_batch=n_batch, flash_attn=flash_attn,
+                                                          kv_cache_type=kv_cache_type)
         self.name = name
         self.n_ctx = self.llm.n_ctx()
         self.n_batch = n_batch

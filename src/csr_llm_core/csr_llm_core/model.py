@@ -172,13 +172,28 @@ def route_llama_logs() -> None:
     llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
 
 
+# KV cache element types llama.cpp offers on CPU (ggml type ids); a quantized V cache needs flash attention
+KV_CACHE_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}
+
+
+def kv_cache_type_id(name: str) -> int:
+    if name not in KV_CACHE_TYPES:
+        raise ValueError(f"kv_cache_type must be one of {sorted(KV_CACHE_TYPES)}, got {name!r}")
+    return KV_CACHE_TYPES[name]
+
+
 def load_llama(model_path: Optional[PathLike] = None, *, n_ctx: int = 4096, n_threads: int = 1,
-               n_batch: int = 512, seed: int = 0, **kwargs):
+               n_batch: int = 512, seed: int = 0, flash_attn: bool = False, kv_cache_type: str = "f16", **kwargs):
     """A llama_cpp.Llama on the given (or default) model, with an explicit thread count.
 
     llama.cpp uses OpenMP here; more threads than free cores slows it down by 10x or more, so the
-    thread count is always explicit (docs/architecture.md, "Threads").
+    thread count is always explicit (docs/architecture.md, "Threads"). `flash_attn` and
+    `kv_cache_type` (K and V alike) are llama.cpp's context options; the defaults are llama.cpp's
+    (flash attention off, f16 cache). A quantized cache without flash attention is refused.
     """
+    type_id = kv_cache_type_id(kv_cache_type)
+    if kv_cache_type != "f16" and not flash_attn:
+        raise ValueError(f"kv_cache_type={kv_cache_type!r} needs flash_attn (llama.cpp quantizes V only with it)")
     path = resolve_model_path(model_path)
     try:
         from llama_cpp import Llama
@@ -187,7 +202,8 @@ def load_llama(model_path: Optional[PathLike] = None, *, n_ctx: int = 4096, n_th
     route_llama_logs()
     try:
         return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
-                     n_batch=n_batch, seed=seed, verbose=False, **kwargs)
+                     n_batch=n_batch, seed=seed, verbose=False, flash_attn=flash_attn, type_k=type_id,
+                     type_v=type_id, **kwargs)
     except (ValueError, RuntimeError, OSError) as err:
         raise ModelFileError(path, f"llama.cpp could not load it ({err})") from err
 

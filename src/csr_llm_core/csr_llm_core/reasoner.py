@@ -4,7 +4,10 @@ The logical state (`CachedState`) is the source of truth. Each llama.cpp context
 is a cache of a *view* of it: a token list it must hold.
 
 * The primary serves decisions. Between decisions `pump()` appends newly arrived chunk tokens to
-  its KV cache, so a decision evaluates only the suffix.
+  its KV cache, so a decision evaluates only the suffix. With `decide_on_cached` a decision never
+  waits for an append: `pump(preempt)` stops at the next `rebuild_batch` boundary once `preempt()`
+  says a decision is due, and the decision runs on the whole chunks the primary already holds (the
+  newer ones reach it through the suffix's newest events; the next pump appends them).
 * When the prefix reaches `tau_mem`, the oldest chunks are evicted (archived, version k+1). In ASR
   mode a background thread warms the secondary on the shortened state, in small batches that pause
   while a decision is in flight (decisions have priority); chunks that arrive meanwhile go to the
@@ -35,7 +38,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from .archive_recall import ArchiveRecall, archive_header
 from .backend import BackendUnavailable, DecisionRefused, NoResourceAvailable, ReasoningBackend
@@ -76,6 +79,11 @@ class ReasonerConfig:
     # the Nth decision after an eviction, waiting for the rebuild if needed, and evaluate every
     # context in rebuild_batch pieces, so run and replay decide alike (lockstepped sim, replay)
     swap_after_decisions: int = 0
+    # a decision runs on the whole chunks the primary has evaluated and never waits for an append
+    # (pump stops for it at a batch boundary); beyond max_uncached_tokens left behind it appends
+    # first. Ignored with swap_after_decisions > 0: there every decision includes every chunk
+    decide_on_cached: bool = True
+    max_uncached_tokens: int = 512
 
 
 @dataclass
@@ -87,6 +95,10 @@ class Decision:
     resource: str
     catchup_ms: float                # time spent appending pending chunks before the decision
     stamp: float = field(default_factory=time.time)
+
+
+class _Preempted(Exception):
+    """A decision is due: the append in progress stops at this batch boundary."""
 
 
 class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
@@ -137,6 +149,7 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
         self._view_epoch = 0        # set by _set_primary_view
         self._set_primary_view(self.state.tokens(), self.state.version)
         self._primary_last_seq = -1
+        self._held_seq = -1                     # the newest chunk in the primary's cache at the last sync
         self._buffer: List[Chunk] = []
         self._untokenized: List[tuple] = []     # accepted while no tokenizer answered: appended in order later
         self._reconciling = False
@@ -145,6 +158,8 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
         self._thread: Optional[threading.Thread] = None
         self.swaps = 0
         self.overflow_stalls = 0
+        self.preempted_pumps = 0
+        self.append_batch_s = 0.1                # recent time per appended batch (callers look ahead with it)
         self.failovers = 0
         self.refused_decisions = 0
         self.last_cached_tokens = -1
@@ -240,56 +255,74 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
         self._view_epoch = next(_VIEW_EPOCHS)
 
     # --- decision thread -------------------------------------------------------------------
-    def _sync_primary(self, deciding: bool = False) -> None:
+    def _sync_primary(self, deciding: bool = False, preempt: Optional[Callable[[], bool]] = None) -> None:
+        """Bring the primary's cache to its view (a decision: to the whole chunks it holds, when it
+        may decide on those; `_held_seq` = the newest of them). `_Preempted` when `preempt()`
+        turns true before a batch."""
         self._check_resources()
         self._maybe_swap(deciding)
         with self._lock:
             view = self._primary_view
             epoch = self._view_epoch        # read with the view: another thread may replace both
             target_len = len(view)
+            last_seq = self._primary_last_seq
             fits = target_len + self.config.suffix_reserve <= self.primary.n_ctx
         if not fits:
             view, target_len, epoch = self._resolve_overflow()
+            last_seq = self._primary_last_seq
         engine = self.primary
-        known = len(engine.tokens)
-        batch = self.config.rebuild_batch if self.config.swap_after_decisions > 0 else None
-        if engine.view_epoch == epoch and known <= target_len:   # fast path: the view only grew
-            engine.extend(view[known:target_len], batch=batch, by_line=True)
-        else:
-            engine.sync(view[:target_len], batch=batch, by_line=True)
+        if engine.view_epoch != epoch or len(engine.tokens) > target_len:     # the view was replaced
+            engine.truncate(_common_prefix(engine.tokens, view, target_len))
             engine.view_epoch = epoch
+        if deciding and len(engine.tokens) < target_len and self.config.decide_on_cached \
+                and self.config.swap_after_decisions == 0:
+            # the whole chunks held; if that leaves more than max_uncached_tokens behind, the fewest
+            # whole chunks more that do not (a partly appended chunk is appended again after it)
+            held = self._chunk_end(len(engine.tokens), target_len, up=False)
+            if held is None or target_len - held[0] > self.config.max_uncached_tokens:
+                held = self._chunk_end(target_len - self.config.max_uncached_tokens, target_len, up=True)
+            if held is not None:
+                engine.truncate(held[0])
+                engine.extend(view[len(engine.tokens):held[0]], batch=self.config.rebuild_batch, by_line=True)
+                self._held_seq = held[1]
+                return
+        check = None
+        if preempt is not None:
+            batches = itertools.count()
+            last = [time.perf_counter()]
 
-    def _resolve_overflow(self) -> Tuple[List[int], int, int]:
-        """The primary's view no longer fits its context (chunks outran the background rebuild).
+            def check() -> None:     # one batch at least per pump: appends progress under any decision load
+                now = time.perf_counter()
+                if next(batches) > 0:
+                    self.append_batch_s += 0.3 * (now - last[0] - self.append_batch_s)
+                    if preempt():
+                        raise _Preempted()
+                last[0] = now
+        engine.extend(view[len(engine.tokens):target_len], batch=self.config.rebuild_batch, by_line=True,
+                      before_batch=check)
+        self._held_seq = last_seq
 
-        Give the secondary `overflow_wait_s` at full speed to finish; if it cannot, cancel the
-        reconciliation and evict synchronously (one logged stall) rather than fail.
-        """
-        self.overflow_stalls += 1
-        self._primary_idle.set()
-        deadline = time.monotonic() + self.config.overflow_wait_s
-        while self._reconciling and self._ready is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-        self._primary_idle.clear()
-        self._maybe_swap()
+    def _chunk_end(self, pos: int, view_len: int, up: bool) -> Optional[Tuple[int, int]]:
+        """(view position, seq) of the chunk end nearest `pos` at or below it (`up`: at or above it);
+        None when there is none among the live chunks. The view's newest chunks are the logical
+        state's newest chunks (both are appended together)."""
         with self._lock:
-            overflow = len(self._primary_view) + self.config.suffix_reserve > self.primary.n_ctx
-        if overflow:
-            self.log.warning("chunks arrive faster than the prefix can be rebuilt: primary %s would overflow "
-                             "n_ctx=%d; evicting synchronously (stall)", self.primary.name, self.primary.n_ctx)
-            self._cancel_reconcile()     # joins the thread: must not hold self._lock here
-        with self._lock:
-            if overflow:
-                self._reconciling = False
-                self._ready = None
-                self._buffer = []
-                while self.state.needs_eviction():
-                    self.state.evict()
-                self._set_primary_view(self.state.tokens(), self.state.version)
-            return self._primary_view, len(self._primary_view), self._view_epoch
+            chunks = self.state.chunks
+            if not chunks:
+                return None
+            end, best = view_len, None
+            for i in range(len(chunks) - 1, -2, -1):        # chunks[i] ends at `end`; -1: the oldest starts there
+                seq = chunks[i].seq if i >= 0 else chunks[0].seq - 1
+                if end <= pos:
+                    return (end, seq) if not up or end == pos or best is None else best
+                best = (end, seq)
+                if i >= 0:
+                    end -= chunks[i].n_tokens
+            return best if up else None
 
-    def pump(self) -> None:
-        """Append pending chunk tokens to the primary's KV cache (call between decisions).
+    def pump(self, preempt: Optional[Callable[[], bool]] = None) -> bool:
+        """Append pending chunk tokens to the primary's KV cache (call between decisions); False
+        when `preempt()` (asked before each `rebuild_batch` tokens) stopped it for a due decision.
 
         Appending is not latency-critical, so the background rebuild keeps running meanwhile (on
         its own core); it pauses only while a decision is in flight.
@@ -299,13 +332,31 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
             while True:
                 serving = self.primary
                 try:
-                    self._sync_primary()
-                    return
+                    self._sync_primary(preempt=preempt)
+                    return True
+                except _Preempted:
+                    self.preempted_pumps += 1
+                    return False
                 except BackendUnavailable as err:
                     try:
                         self._fail_over(serving, err)
                     except NoResourceAvailable:
-                        return        # nothing can hold the prefix now; the logical state keeps every chunk
+                        return True   # nothing can hold the prefix now; the logical state keeps every chunk
+
+    def pump_should_stop(self, seconds_to_due: float) -> bool:
+        """For `pump(preempt)` callers with a schedule: stop when the next batch would run into the
+        due time, unless the cache is half of `max_uncached_tokens` behind (then only once it is
+        due: a decision may wait one batch, rather than append a backlog itself later)."""
+        if seconds_to_due <= 0:
+            return True
+        return seconds_to_due < self.append_batch_s and self.uncached_tokens < self.config.max_uncached_tokens // 2
+
+    @property
+    def uncached_tokens(self) -> int:
+        """Tokens of the primary's view its cache does not hold yet (what `pump` would append)."""
+        with self._lock:
+            behind = len(self._primary_view) - len(self.primary.tokens)
+            return behind if self.primary.view_epoch == self._view_epoch else len(self._primary_view)
 
     def decide(self, running: str = "", interrupts: int = 0) -> Decision:
         """A decision on the current state; NoResourceAvailable when every resource is down,
@@ -333,7 +384,7 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
             result = self.primary.decide(suffix, self.grammar, grounded, context)
             self.last_cached_tokens = result.cached_tokens
             with self._lock:
-                return Decision(result, self._primary_version, result.prefix_tokens, self._primary_last_seq,
+                return Decision(result, self._primary_version, result.prefix_tokens, self._held_seq,
                                 self.primary.name, catchup_ms)
         finally:
             self._primary_idle.set()
@@ -357,7 +408,8 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
                     "rejected_chunks": counters.rejected_chunks, "primary_view_tokens": len(self._primary_view),
                     "cached_tokens": self.last_cached_tokens, "failovers": self.failovers,
                     "refused_decisions": self.refused_decisions, "down_resources": self.health.down,
-                    "untokenized_chunks": len(self._untokenized)}
+                    "untokenized_chunks": len(self._untokenized), "preempted_pumps": self.preempted_pumps,
+                    "overflow_stalls": self.overflow_stalls}
 
     def wait_reconciled(self, timeout: float = 60.0) -> bool:
         """Block until no reconciliation is pending (tests and benchmarks)."""
@@ -376,3 +428,12 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.health.close()
+
+
+def _common_prefix(held: Sequence[int], view: Sequence[int], limit: int) -> int:
+    """Length of the longest common prefix of `held` and `view[:limit]`."""
+    limit = min(len(held), limit)
+    common = 0
+    while common < limit and held[common] == view[common]:
+        common += 1
+    return common

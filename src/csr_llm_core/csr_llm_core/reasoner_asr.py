@@ -2,16 +2,20 @@
 
 At an eviction `_start_reconcile` warms the secondary on the shortened logical state in a thread,
 in `rebuild_batch` pieces that yield to a decision in flight; chunks that arrive meanwhile are
-buffered and caught up until fewer than `n_catchup` tokens are left, then the secondary is ready.
+buffered and caught up until at most `n_catchup` tokens (and at most one `rebuild_batch`) are left,
+then the secondary is ready. Where decisions never wait for appends (`decide_on_cached`), a
+catch-up pass that no longer shrinks the backlog also ends it: the new primary's pump appends it.
 `_maybe_swap` (decision thread) swaps it in: as soon as it is ready, or with
 `swap_after_decisions` = N exactly at the Nth decision after the eviction (waiting for the rebuild
 if needed), so a lockstepped run and its replay swap at the same point of the chunk stream.
+If chunks still outrun the rebuild until the primary would overflow its context,
+`_resolve_overflow` waits `overflow_wait_s` for it, then evicts synchronously once (logged).
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 from .backend import BackendUnavailable
 
@@ -31,6 +35,9 @@ class AsrRebuildMixin:
     health: Any
     log: Any
     swaps: int
+    overflow_stalls: int
+    _primary_view: List[int]
+    _view_epoch: int
     reconcile_error: Optional[BaseException]
     _lock: Any
     _buffer: list
@@ -54,13 +61,30 @@ class AsrRebuildMixin:
                                         args=(self.state.tokens(), self.state.version, self._primary_last_seq))
         self._thread.start()
 
+    def warm_secondary(self) -> None:
+        """Evaluate the static head on the idle secondary now (decision thread, before the stream),
+        so the first eviction rebuilds only the live chunks. Only a head that ends a line (its pieces,
+        and so the cache, are the rebuild's) and not with swap_after_decisions (a lockstepped run's
+        first decisions must not wait for it)."""
+        secondary, head = self.secondary, self.state.head_tokens
+        if secondary is not None and not self._reconciling and secondary.is_local and head \
+                and self.config.swap_after_decisions == 0 \
+                and head[-1] in getattr(secondary, "line_end_tokens", ()):
+            secondary.sync(head, batch=self.config.rebuild_batch, by_line=True)
+
     # --- ASR background rebuild ------------------------------------------------------------
     def _yield_to_primary(self) -> None:
-        while not self._primary_idle.wait(timeout=0.1):
+        while not self._primary_idle.wait(timeout=0.05) and not self._rebuild_late():
             if self._stop.is_set() or self._cancel.is_set():
                 raise _Stopped()
         if self._stop.is_set() or self._cancel.is_set():
             raise _Stopped()
+
+    def _rebuild_late(self) -> bool:
+        """The primary has used half its room beyond tau_mem: the rebuild stops yielding to decisions
+        (a slower decision now, not an overflow stall later)."""
+        room = self.primary.n_ctx - self.config.suffix_reserve - self.config.tau_mem
+        return len(self._primary_view) > self.config.tau_mem + room // 2
 
     def _reconcile(self, target: List[int], version: int, last_seq: int) -> None:
         engine = self.secondary
@@ -68,15 +92,23 @@ class AsrRebuildMixin:
         try:
             engine.sync(target, batch=self.config.rebuild_batch, before_batch=self._yield_to_primary, by_line=True)
             view = list(target)
+            # decisions that never wait for appends let a catch-up that no longer shrinks (chunks arrive
+            # as fast as this context, paused for decisions, absorbs them) end: the new primary's pump
+            # appends the backlog, as the old primary would have, instead of the primary overflowing
+            may_leave_backlog = self.config.decide_on_cached and self.config.swap_after_decisions == 0
+            previous: Optional[int] = None
             while True:
                 with self._lock:
                     pending, self._buffer = self._buffer, []
                     pending_tokens = [t for chunk in pending for t in chunk.tokens]
                     if pending:
                         last_seq = pending[-1].seq
-                    if len(pending_tokens) <= self.config.n_catchup:
+                    # what the swap leaves to the new primary stays below one batch (and n_catchup)
+                    if len(pending_tokens) <= min(self.config.n_catchup, self.config.rebuild_batch) or (
+                            may_leave_backlog and previous is not None and len(pending_tokens) >= previous):
                         self._ready = (view + pending_tokens, version, last_seq)
                         return
+                previous = len(pending_tokens)
                 engine.extend(pending_tokens, batch=self.config.rebuild_batch, before_batch=self._yield_to_primary,
                               by_line=True)
                 view.extend(pending_tokens)
@@ -126,6 +158,37 @@ class AsrRebuildMixin:
                           self.swaps, self.primary.name, version, len(view))
             self._maybe_evict()
 
+    def _resolve_overflow(self) -> Tuple[List[int], int, int]:
+        """The primary's view no longer fits its context (chunks outran the background rebuild).
+
+        Give the secondary `overflow_wait_s` at full speed to finish; if it cannot, cancel the
+        reconciliation and evict synchronously (one logged stall) rather than fail.
+        """
+        self.overflow_stalls += 1
+        paused = not self._primary_idle.is_set()     # only a decision keeps the rebuild paused
+        self._primary_idle.set()
+        deadline = time.monotonic() + self.config.overflow_wait_s
+        while self._reconciling and self._ready is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if paused:
+            self._primary_idle.clear()
+        self._maybe_swap()
+        with self._lock:
+            overflow = len(self._primary_view) + self.config.suffix_reserve > self.primary.n_ctx
+        if overflow:
+            self.log.warning("chunks arrive faster than the prefix can be rebuilt: primary %s would overflow "
+                             "n_ctx=%d; evicting synchronously (stall)", self.primary.name, self.primary.n_ctx)
+            self._cancel_reconcile()     # joins the thread: must not hold self._lock here
+        with self._lock:
+            if overflow:
+                self._reconciling = False
+                self._ready = None
+                self._buffer = []
+                while self.state.needs_eviction():
+                    self.state.evict()
+                self._set_primary_view(self.state.tokens(), self.state.version)
+            return self._primary_view, len(self._primary_view), self._view_epoch
+
     def _await_rebuild(self) -> None:
         """Block this decision until the secondary is ready (or its rebuild failed)."""
         paused = not self._primary_idle.is_set()
@@ -140,8 +203,10 @@ class AsrRebuildMixin:
     def _cancel_reconcile(self) -> None:
         thread = self._thread
         if thread is not None and thread.is_alive():
+            paused = not self._primary_idle.is_set()
             self._cancel.set()
             self._primary_idle.set()
             thread.join()
-            self._primary_idle.clear()
+            if paused:
+                self._primary_idle.clear()
             self._cancel.clear()

@@ -101,6 +101,7 @@ class ReasoningNode(Node):
         self._chunks = deque()
         self._pending_request = False
         self._stopping = False
+        self._preempted = False         # the last pump stopped for a due decision: resume it
         self.decision_pub = self.create_publisher(Decision, "decision", qos.DECISIONS)
         self.status_pub = self.create_publisher(CsrStatus, "csr_status", 10)
         self.create_subscription(StateChunk, "state_chunks", self._on_chunk, qos.CHUNK_STREAM)
@@ -148,9 +149,14 @@ class ReasoningNode(Node):
         return now >= self._next_due
 
     def _decision_loop(self) -> None:
+        try:
+            self.reasoner.warm_secondary()     # the first eviction then rebuilds the live chunks only
+        except Exception as err:  # noqa: BLE001 - an optimisation: the rebuild evaluates the head instead
+            self.get_logger().warning(f"warming the secondary's head failed: {err}")
         while True:
             with self._wake:
-                while not (self._stopping or self._chunks or self._pending_request or self._clock_due()):
+                while not (self._stopping or self._chunks or self._pending_request or self._clock_due()
+                           or (self._preempted and not self._decision_waiting())):
                     self._wake.wait(timeout=0.01)
                 if self._stopping:
                     return
@@ -171,11 +177,25 @@ class ReasoningNode(Node):
                     self._next_due = max(self._next_due + self.period, self._now())
                     self._decide(Decision.TRIGGER_PERIODIC)
                     decided = True
-                if chunks and not decided:
-                    self.reasoner.pump()
+                if ((chunks and not decided) or self._preempted or self.reasoner.uncached_tokens) \
+                        and not self._decision_waiting():
+                    # a decision due meanwhile stops the append at a batch boundary; resumed next round
+                    self._preempted = not self.reasoner.pump(preempt=self._decision_waiting)
+                elif chunks or self.reasoner.uncached_tokens:
+                    self._preempted = True       # appended once the decision that is due has run
             except Exception as err:  # noqa: BLE001 - keep the node up; the next trigger retries
                 self.decision_faults.record(f"failed:{type(err).__name__}", f"a decision failed: {err}")
                 time.sleep(0.1)
+
+    def _decision_waiting(self) -> bool:
+        """Something the decision thread must handle before appending more: a queued chunk (it may
+        trigger a decision), a request, the clock's due time within the next batch, or shutdown."""
+        with self._wake:
+            if self._stopping or self._chunks or self._pending_request:
+                return True
+            if self.trigger_mode != "clock" or self.period is None or self._next_due is None:
+                return False
+            return self.reasoner.pump_should_stop(self._next_due - self._now())
 
     def _apply_chunk(self, msg: StateChunk, decide: bool = True) -> bool:
         """Apply one chunk in stream order, deciding where it triggers; returns whether it decided.

@@ -42,3 +42,10 @@ def test_bad_model_path_gives_one_clear_error_naming_the_path(tmp_path, case):
     with pytest.raises(ModelFileError) as info:
         load_llama(bad, n_ctx=256)
     assert info.value.path == str(bad)
+
+
+@pytest.mark.parametrize("options, message", [({"kv_cache_type": "q8_0"}, "needs flash_attn"),
+                                              ({"kv_cache_type": "f32"}, "must be one of")])
+def test_kv_cache_options_llama_cpp_cannot_run_are_refused_before_loading(options, message):
+    with pytest.raises(ValueError, match=message):
+        load_llama("/nonexistent.gguf", n_ctx=256, **options)

@@ -1,4 +1,5 @@
 """CSR + ASR reasoner on the real model: evictions, swaps, no lost chunks, warm restart, bad input."""
+import itertools
 import json
 import time
 
@@ -295,3 +296,44 @@ def test_asr_swaps_at_a_fixed_decision_boundary_whatever_the_timing(engines, cat
     versions = [version for _, _, version, _, _ in fast]
     first_new = [i for i in range(1, len(fast)) if fast[i][1] != fast[i - 1][1]]
     assert first_new and all(versions[i] > versions[i - 1] for i in first_new)
+
+
+def test_a_decision_due_during_an_append_starts_within_one_batch(engines, catalogue, template, tmp_path):
+    """pump(preempt) stops at the next rebuild_batch boundary; the decision runs on the whole chunks
+    cached (no append first), and the next pump appends the rest. Reproducible mode appends first."""
+    reasoner = make(engines, catalogue, template, tmp_path, mode="sync", tau_mem=2048, rebuild_batch=32)
+    try:
+        reasoner.pump()
+        engine = reasoner.primary
+        start = time.perf_counter()
+        engine.extend(engine.tokenize_plain(chunk_text(0))[:32])         # what one batch costs here, now
+        batch_s = time.perf_counter() - start
+        engine.truncate(len(engine.tokens) - 32)
+        feed(reasoner, range(7))                       # ~430 tokens (< max_uncached_tokens): ~14 batches
+        due = time.perf_counter() + 1.5 * batch_s
+        assert not reasoner.pump(preempt=lambda: time.perf_counter() >= due)
+        stopped = time.perf_counter()
+        behind = reasoner.uncached_tokens
+        decision = reasoner.decide(running="open_door")
+        started = stopped + decision.catchup_ms / 1e3             # the suffix starts after the sync step
+        assert started - due <= batch_s + 0.05, (started - due, batch_s)
+        assert behind > 200 and decision.catchup_ms < 20
+        held = reasoner.state.tokens()[:decision.prefix_tokens]
+        assert engine.tokens == held and decision.last_chunk_seq < 6     # whole chunks, the rest later
+        ends = set(itertools.accumulate([len(reasoner.state.head_tokens)]
+                                        + [c.n_tokens for c in reasoner.state.chunks]))
+        assert decision.prefix_tokens in ends
+        assert reasoner.pump() and engine.tokens == reasoner.state.tokens()
+        reasoner.config.max_uncached_tokens = 100       # further behind: the fewest whole chunks more first
+        feed(reasoner, range(7, 11))
+        decision = reasoner.decide(running="open_door")
+        behind = len(reasoner.state.tokens()) - decision.prefix_tokens
+        assert 0 < behind <= 100 and decision.last_chunk_seq in (9, 10)
+        assert decision.prefix_tokens in set(itertools.accumulate(
+            [len(reasoner.state.head_tokens)] + [c.n_tokens for c in reasoner.state.chunks]))
+        feed(reasoner, [11])
+        reasoner.config.swap_after_decisions = 2                        # reproducible: every chunk first
+        decision = reasoner.decide(running="open_door")
+        assert decision.prefix_tokens == len(reasoner.state.tokens()) and decision.last_chunk_seq == 11
+    finally:
+        reasoner.close()
