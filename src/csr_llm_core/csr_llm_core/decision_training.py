@@ -21,7 +21,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from .decision_situations import ARM_JOINTS, REACH_HANDLE, REACH_SHELF, Script, Stream
 
-GENERATOR_VERSION = 2          # bump when episodes change: cached features are keyed by it
+GENERATOR_VERSION = 1          # bump when episodes change: cached features are keyed by it
 SAFE = frozenset({"hold_position", "stop"})
 OBJECTS = ("box", "bottle", "tool")
 ZONES = ("corridor", "warehouse", "door")
@@ -136,9 +136,9 @@ class Episode:
             running = self.router if roll < 0.6 else ("" if roll < 0.75 else self.rng.choice(INTENTS))
             args = self.args if self.args else {}
             self.script.ask(sorted(self.accept), running=running, **args)
-        # the router then runs what a decider that got it right chose: the one intent, or any of a set
-        # (after a person or a hot motor the robot may be stopped, holding or backing off)
-        self.router = self.rng.choice(sorted(self.accept))
+        chosen = sorted(self.accept)[0] if len(self.accept) == 1 else self.router
+        if chosen in INTENTS:
+            self.router = chosen
 
     def motion(self) -> dict:
         """Sensor motion that fits what the robot does now."""
@@ -227,7 +227,7 @@ class Episode:
         if self.rng.random() < 0.5:
             self.say(self.pick(PERSON_AWAY))
             self.run(1.0, v=0.0)
-        self.say(self.pick(PERSON_LEFT), *self.serve_task(), probes=2)
+        self.say(self.pick(PERSON_LEFT), *self.serve_task())
 
     def motor(self) -> None:
         joint = self.rng.choice(ARM_JOINTS[:4])
@@ -236,7 +236,7 @@ class Episode:
         self.say(self.pick(MOTOR_HOT, j=joint, t=self.rng.randint(71, 80)), SAFE, {}, probes=2)
         self.run(self.rng.uniform(1.0, 2.5), v=0.0, heat=(joint, -6.0))
         self.probe()
-        self.say(self.pick(MOTOR_COOL, j=joint, t=self.rng.randint(50, 59)), *self.serve_task(), probes=2)
+        self.say(self.pick(MOTOR_COOL, j=joint, t=self.rng.randint(50, 59)), *self.serve_task())
 
     def slip(self) -> None:
         task_accept, task_args = self.serve_task()
@@ -244,7 +244,7 @@ class Episode:
         self.say(self.pick(SLIP_ON), accept, task_args if "move_to" in accept else {})
         self.run(1.5, v=0.1)
         self.probe()
-        self.say(self.pick(SLIP_OFF), task_accept, task_args, probes=2)
+        self.say(self.pick(SLIP_OFF), task_accept, task_args)
 
     def cancel(self) -> None:
         self.task = None
