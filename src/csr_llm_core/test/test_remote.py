@@ -296,7 +296,8 @@ def test_reasoning_node_decides_on_server_slots_over_dds(server, catalogue, conf
     from csr_llm_core.ros.testing import start_node, stop_node, wait_for
     params = [f"intents_file:={config_dir / 'intents.yaml'}", f"prompt_file:={config_dir / 'prompt.yaml'}",
               "tau_mem:=2048", "decision_hz:=0.0", "status_hz:=5.0", f"archive_path:={tmp_path / 'archive.jsonl'}",
-              f"r1.url:={server.url}", "r1.slot:=0", f"r2.url:={server.url}", "r2.slot:=1"]
+              f"r1.url:={server.url}", "r1.slot:=0", f"r2.url:={server.url}", "r2.slot:=1",
+              "decide_on_cached:=false"]     # each decision covers every chunk received before it
     reasoning = start_node("csr_llm_core.reasoning_node", *params)
     decisions, statuses = [], []
     try:
