@@ -224,11 +224,8 @@ class ReasoningNode(Node):
         decided = False
         if self.trigger_mode == "chunks" and self.period is not None:
             if self._next_due is None:
-                # the first due time is the first multiple of the period at or after this chunk: a
-                # stream that opens with the watermark of its first window decides at once, as a
-                # lockstepped simulator waits for that decision (floor + 1 skipped it: 30 s lost)
-                self._next_due = max(math.ceil(stamp / self.period - 1e-9), 1) * self.period
-            if stamp >= self._next_due - 1e-9:
+                self._next_due = (math.floor(stamp / self.period + 1e-9) + 1) * self.period
+            elif stamp >= self._next_due - 1e-9:
                 due = self._next_due
                 while self._next_due <= stamp + 1e-9:
                     self._next_due += self.period
