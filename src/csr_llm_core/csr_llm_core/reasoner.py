@@ -169,11 +169,11 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
         self.reconcile_error: Optional[BaseException] = None
         self.calibration: Optional[dict] = None
         self.grammar.intent_adapter = self.prompt.load_adapter(self.resources, self.grammar, head)
-        if self.grammar.intent_adapter is not None:
-            pass                   # the adapter's bias replaces the content-free priors
-        elif template.calibrate and all(e.is_local for e in self.resources):
+        # with an adapter its bias replaces the content-free priors: no calibration then
+        calibrate = template.calibrate and self.grammar.intent_adapter is None
+        if calibrate and all(e.is_local for e in self.resources):
             self.calibration = self.prompt.calibrate(self.primary, self.grammar, head)
-        elif template.calibrate:   # one decision policy on every resource, so none is calibrated
+        elif calibrate:            # one decision policy on every resource, so none is calibrated
             self.log.warning("intent calibration needs next-token logits in this process: off for every "
                              "resource, as %s run on a server",
                              ", ".join(e.name for e in self.resources if not e.is_local))
