@@ -6,10 +6,11 @@ depth CNN (depth_cnn.py, ~1 ms) runs in a child process (``process=True``, the d
 thread of the router's own process it holds the GIL for most of that millisecond, and ticks that
 fall into it wait (bench-scene measures both: in a thread the tick's p99.9 about doubles).
 A receiver thread writes each result, stamped with its image's time, through ``deliver`` (the
-router's ``set_vision``). One frame is in flight at a time; a frame arriving meanwhile replaces
-any frame still waiting, so the key always sees the latest scene. The child keeps one BLAS thread
-(threadpoolctl): the CNN's small products gain nothing from more, and on a busy machine a BLAS
-thread waiting for a core stalled it ~10x (1.5 ms -> 10-20 ms per frame).
+router's ``set_vision``); ``inline`` runs it in ``submit`` instead, for the lockstepped sim and
+replay (reproducible ticks matter there, latency does not). One frame is in flight at a time; a
+frame arriving meanwhile replaces any frame still waiting, so the key always sees the latest scene.
+The child keeps one BLAS thread (threadpoolctl): the CNN's small products gain nothing from more,
+and on a busy machine a BLAS thread waiting for a core stalled it ~10x (1.5 ms -> 10-20 ms per frame).
 """
 from __future__ import annotations
 
@@ -68,8 +69,12 @@ def _worker(conn, weights: str) -> None:
 
 
 class CameraFeatures:
-    def __init__(self, deliver: Callable[[np.ndarray, float], object], weights: str = "", process: bool = True):
+    def __init__(self, deliver: Callable[[np.ndarray, float], object], weights: str = "", process: bool = True,
+                 inline: bool = False):
+        """``inline``: the CNN runs in ``submit`` itself and delivers before it returns (a lockstepped
+        sim or replay: each tick then sees the features of exactly the frames that arrived before it)."""
         self.deliver = deliver
+        self.inline = inline
         self.frames = 0
         self.dropped = 0
         self.cnn_ms_total = 0.0
@@ -80,7 +85,7 @@ class CameraFeatures:
         self._extractor: Optional[DepthFeatureExtractor] = None
         self._conn: Optional[Any] = None
         self._proc: Optional[Any] = None
-        if process:
+        if process and not inline:
             # spawn: a fresh interpreter, never a fork of a process with DDS threads
             ctx = mp.get_context("spawn")
             self._conn, child = ctx.Pipe()
@@ -92,9 +97,17 @@ class CameraFeatures:
         self._results: Optional[Tuple[np.ndarray, float]] = None
         self._event = threading.Event()
         self._thread = threading.Thread(target=self._run, name="camera-features", daemon=True)
-        self._thread.start()
+        if not inline:
+            self._thread.start()
 
     def submit(self, depth: np.ndarray, stamp: float) -> None:
+        if self.inline and self._extractor is not None:
+            t0 = time.perf_counter()
+            features = self._extractor.features(depth)
+            self.frames += 1
+            self.cnn_ms_total += (time.perf_counter() - t0) * 1e3
+            self.deliver(features, stamp)
+            return
         with self._lock:
             if self._in_flight is not None:
                 if self._waiting is not None:
@@ -153,7 +166,8 @@ class CameraFeatures:
     def close(self) -> None:
         self._stop.set()
         self._event.set()
-        self._thread.join(timeout=2.0)
+        if self._thread.ident is not None:
+            self._thread.join(timeout=2.0)
         if self._conn is not None and self._proc is not None:
             try:
                 self._conn.send(None)

@@ -1,8 +1,8 @@
 """What the router hands out: one ``Command`` per tick and a ``RouterStatusSnapshot`` (plain module).
 
 Both are frozen; their arrays are copies marked read-only, so a caller may keep them across ticks.
-The router node maps each onto its message in one function (``router_node.motor_command_message``,
-``router_node.router_status_message``); the status field names are RouterStatus's.
+The router node maps each onto its message in one function (``router_messages.motor_command_message``,
+``router_messages.router_status_message``); the status field names are RouterStatus's.
 """
 from __future__ import annotations
 

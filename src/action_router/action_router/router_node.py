@@ -43,41 +43,10 @@ from csr_llm_core.ros.params import declare_all, parameter_values
 from csr_llm_msgs.msg import Decision, DetectedObjects, MotorCommand, RouterStatus
 
 from .camera_features import CameraFeatures, depth_from_image
-from .outputs import Command, RouterStatusSnapshot
 from .params import DEFAULTS, description_defaults, make_config, robot_description
 from .router import Router
+from .router_messages import motor_command_message, router_status_message
 from .zones import DEFAULT_ZONES, PREFIX as ZONE_PREFIX
-
-
-def motor_command_message(cmd: Command, msg: MotorCommand, stamp: Time) -> MotorCommand:
-    """Fill ``msg`` (joint_names already set) from one tick's command."""
-    msg.header.stamp = stamp
-    msg.effort = cmd.effort.tolist()
-    msg.effort_limit = cmd.effort_limit.tolist()
-    msg.clamped = cmd.clamped.tolist()
-    msg.reference_position = cmd.reference_position.tolist() if cmd.tracking else [math.nan] * len(cmd.effort)
-    msg.execution_state = int(cmd.execution_state)
-    msg.source = int(cmd.source)
-    msg.sub_task = cmd.sub_task
-    return msg
-
-
-def router_status_message(status: RouterStatusSnapshot, stamp: Time, loop_hz: float) -> RouterStatus:
-    """RouterStatus from the router's snapshot (same field names) and the node's loop rate."""
-    msg = RouterStatus(
-        active_intent=status.active_intent, active_sub_task=status.active_sub_task, zone=status.zone,
-        match_similarity=status.match_similarity, match_threshold=status.match_threshold,
-        l1_hit=status.l1_hit, l2_hit=status.l2_hit, l3_clamped=status.l3_clamped,
-        l1_us=status.l1_us, l2_us=status.l2_us, l3_us=status.l3_us,
-        task_hit_rate=status.task_hit_rate, behaviour_hit_rate=status.behaviour_hit_rate,
-        execution_hit_rate=status.execution_hit_rate, interrupt_depth=status.interrupt_depth,
-        execution_state=status.execution_state, loop_hz=float(loop_hz), slip_detected=status.slip_detected,
-        odom_weight=status.odom_weight, slip_events=status.slip_events,
-        unknown_scene_count=status.unknown_scene_count, grip_done_count=status.grip_done_count,
-        derate_count=status.derate_count, confidence_flips=status.confidence_flips,
-        failsafe_count=status.failsafe_count, input_faults=status.input_faults)
-    msg.header.stamp = stamp
-    return msg
 
 
 def declare_extra_zones(node: LifecycleNode) -> None:
@@ -116,6 +85,8 @@ class RouterNode(LifecycleNode):
         self._aux_timers: List[Any] = []
         self._cancelled_timers: List[Any] = []
         self._loop_hz = 0.0
+        self._last_decision_id = -1
+        self._key_period, self._next_key_time, self._last_state_tick = 0.02, -math.inf, -math.inf
         self._loop_window_start = 0.0
         self._loop_window_ticks = 0
         self._last_twist = (math.nan, math.nan)
@@ -126,6 +97,16 @@ class RouterNode(LifecycleNode):
     # ------------------------------------------------------------------ helpers
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
+
+    def _sensor_time(self, stamp: Time) -> float:
+        """With ``command_stamp: state`` the router runs on the sensors' own stamps (ticks, IMU
+        integration, staleness), so a lockstepped sim or replay computes every tick alike whatever
+        the /clock message's arrival; otherwise, and for an unstamped message, on the node clock."""
+        if self._stamp_with_state:
+            t = stamp.sec + stamp.nanosec * 1e-9
+            if t > 0.0:
+                return t
+        return self._now()
 
     def maybe_autostart(self) -> None:
         if bool(self.get_parameter("autostart").value):
@@ -148,7 +129,8 @@ class RouterNode(LifecycleNode):
             if source not in ("camera", "features", "none"):
                 raise ValueError(f"vision_source must be camera, features or none, got {source!r}")
             router = self.router
-            self._camera = CameraFeatures(lambda f, t: router.set_vision(f, t), str(cfg["depth_cnn_weights_file"])) \
+            self._camera = CameraFeatures(lambda f, t: router.set_vision(f, t), str(cfg["depth_cnn_weights_file"]),
+                                          inline=str(cfg["command_stamp"]) == "state") \
                 if source == "camera" else None
         except (ValueError, OSError, KeyError) as exc:
             self.get_logger().error(f"configure failed: {exc}")
@@ -168,7 +150,6 @@ class RouterNode(LifecycleNode):
         g = self._sensor_group
         self._subs = [
             # latest value only: a controller must never work through a backlog of old states
-            self.create_subscription(JointState, "joint_states", self._on_joint_state, qos.LATEST, callback_group=g),
             self.create_subscription(Imu, "imu", self._on_imu, qos.SENSORS, callback_group=g),
             self.create_subscription(Odometry, "odom", self._on_odom, reliable, callback_group=g),
             self.create_subscription(WrenchStamped, "gripper/wrench", self._on_wrench, qos.SENSORS,
@@ -188,6 +169,10 @@ class RouterNode(LifecycleNode):
         elif source == "camera":
             self._subs.append(self.create_subscription(Image, str(cfg["camera_topic"]), self._on_depth,
                                                        qos.SENSORS, callback_group=g))
+        # created last: a state that is ready together with other sensors' samples or a decision
+        # (one executor wait) ticks after them, as it does when they arrived first
+        self._subs.append(self.create_subscription(JointState, "joint_states", self._on_joint_state, qos.LATEST,
+                                                   callback_group=g))
         self._effort_msg = Float64MultiArray()
         self._motor_msg = MotorCommand(joint_names=list(r.joints))
         self.get_logger().info(
@@ -214,10 +199,13 @@ class RouterNode(LifecycleNode):
         if source != "joint_states":
             self._control_timer = self.create_timer(self._period, self._on_control_timer,
                                                     callback_group=self._control_group)
-        self._aux_timers = [
-            self.create_timer(1.0 / float(r.cfg["key_hz"]), self._on_key, callback_group=self._sensor_group),
-            self.create_timer(1.0 / float(r.cfg["status_hz"]), self._on_status, callback_group=self._status_group),
-        ]
+        self._key_period, self._next_key_time = 1.0 / float(r.cfg["key_hz"]), -math.inf
+        self._last_state_tick = -math.inf
+        self._aux_timers = [self.create_timer(1.0 / float(r.cfg["status_hz"]), self._on_status,
+                                              callback_group=self._status_group)]
+        if not self._stamp_with_state:      # on the state's time base the ticks update the key
+            self._aux_timers.append(self.create_timer(self._key_period, self._on_key,
+                                                      callback_group=self._sensor_group))
         how = {"joint_states": "", "state_or_timer": ": a tick on every joint_states message, the timer's where none "
                                                       "came for a period"}.get(source, "")
         self.get_logger().info(f"active: control loop at {hz:g} Hz{how}" if source != "joint_states"
@@ -303,7 +291,7 @@ class RouterNode(LifecycleNode):
             return
         self._on_control()
 
-    def _on_control(self) -> None:
+    def _on_control(self, state_time: Optional[float] = None) -> None:
         if self._priority_pending:      # in the thread that runs the loop: the executor's
             self.get_logger().info(raise_priority(self._priority_pending, "router control thread"))
             self._priority_pending = 0
@@ -311,7 +299,7 @@ class RouterNode(LifecycleNode):
             if not self._active or self.router is None:
                 return
             r = self.router
-            now = self._now()
+            now = self._now() if state_time is None else state_time
             self._last_tick = time.monotonic()
             cmd = r.tick(now)
             self._effort_msg.data = cmd.effort.tolist()
@@ -331,6 +319,9 @@ class RouterNode(LifecycleNode):
                 self._pubs["request"].publish(String(data=reason))
             for sound in cmd.sounds:
                 self._pubs["sound"].publish(String(data=sound))
+            if self._stamp_with_state and now >= self._next_key_time:     # after the command: off its latency
+                r.update_key(now)
+                self._next_key_time = max(self._next_key_time + self._key_period, now)
             self._loop_window_ticks += 1
             mono = time.monotonic()
             if mono - self._loop_window_start >= 1.0:
@@ -348,24 +339,30 @@ class RouterNode(LifecycleNode):
         if not self._active or r is None:
             return
         self._pubs["status"].publish(router_status_message(r.status(), self.get_clock().now().to_msg(),
-                                                           self._loop_hz))
+                                                           self._loop_hz, self._last_decision_id))
 
     # ------------------------------------------------------------------ subscriptions
     def _on_joint_state(self, msg: JointState) -> None:
         r = self.router
         if r is not None:
-            r.set_joint_state(msg.name, msg.position, msg.velocity, msg.effort, self._now(),
+            t = self._sensor_time(msg.header.stamp)
+            r.set_joint_state(msg.name, msg.position, msg.velocity, msg.effort, t,
                               (msg.header.stamp.sec, msg.header.stamp.nanosec))
-            if self._tick_on_state:     # state-driven control: each tick sees exactly this state
-                self._on_control()
-                if self._timer_fills_gaps and self._control_timer is not None:
-                    self._control_timer.reset()     # re-armed: fires only after a period without a state
+            if not self._tick_on_state:
+                return
+            if self._stamp_with_state:
+                if t <= self._last_state_tick:   # re-sent (a sim paused at a boundary) or older: no new period
+                    return
+                self._last_state_tick = t
+            self._on_control(t if self._stamp_with_state else None)   # each tick sees exactly this state
+            if self._timer_fills_gaps and self._control_timer is not None:
+                self._control_timer.reset()     # re-armed: fires only after a period without a state
 
     def _on_imu(self, msg: Imu) -> None:
         r = self.router
         if r is not None:
             a, w = msg.linear_acceleration, msg.angular_velocity
-            r.set_imu((a.x, a.y, a.z), (w.x, w.y, w.z), self._now())
+            r.set_imu((a.x, a.y, a.z), (w.x, w.y, w.z), self._sensor_time(msg.header.stamp))
 
     def _on_odom(self, msg: Odometry) -> None:
         r = self.router
@@ -376,23 +373,23 @@ class RouterNode(LifecycleNode):
             except (ValueError, OverflowError):
                 yaw = math.nan
             r.set_odom(p.position.x, p.position.y, yaw, msg.twist.twist.linear.x, msg.twist.twist.angular.z,
-                       self._now())
+                       self._sensor_time(msg.header.stamp))
 
     def _on_wrench(self, msg: WrenchStamped) -> None:
         r = self.router
         if r is not None:
             f = msg.wrench.force
-            r.set_wrench((f.x, f.y, f.z), self._now())
+            r.set_wrench((f.x, f.y, f.z), self._sensor_time(msg.header.stamp))
 
     def _on_temperature(self, msg: Temperature) -> None:
         r = self.router
         if r is not None:
-            r.set_temperature(msg.header.frame_id, msg.temperature, self._now())
+            r.set_temperature(msg.header.frame_id, msg.temperature, self._sensor_time(msg.header.stamp))
 
     def _on_proximity(self, msg: Range) -> None:
         r = self.router
         if r is not None:
-            r.set_proximity(msg.range, self._now())
+            r.set_proximity(msg.range, self._sensor_time(msg.header.stamp))
 
     def _on_zone(self, msg: String) -> None:
         r = self.router
@@ -413,13 +410,13 @@ class RouterNode(LifecycleNode):
         if depth is None:
             r.faults.record("depth_image", why)
             return
-        camera.submit(depth, self._now())
+        camera.submit(depth, self._sensor_time(msg.header.stamp))
 
     def _on_objects(self, msg: DetectedObjects) -> None:
         r = self.router
         if r is not None:
             positions = [(p.position.x, p.position.y, p.position.z) for p in msg.poses]
-            r.set_objects(list(msg.names), positions, msg.header.frame_id, self._now())
+            r.set_objects(list(msg.names), positions, msg.header.frame_id, self._sensor_time(msg.header.stamp))
 
     def _on_decision(self, msg: Decision) -> None:
         r = self.router
@@ -431,6 +428,9 @@ class RouterNode(LifecycleNode):
                 self.get_logger().warning("decision received while inactive: ignored (activate the router first)")
             return
         r.submit_decision(msg.intent, arguments_to_dict(msg.arguments), msg.trigger, self._now())
+        # said at once: a lockstepped simulator or player holds the next state until the router has it
+        self._last_decision_id = max(self._last_decision_id, int(msg.decision_id))
+        self._on_status()
 
 
 def _executor(node: RouterNode) -> Executor:

@@ -6,7 +6,9 @@ Lockstep (optional), as the simulator does it:
   that take real compute time land at the same sim time in every run;
 * control: after each joint_states message (and the clock at its stamp) it waits, up to
   `control_lockstep_timeout` wall seconds, for the router's MotorCommand of that tick, so the
-  replayed controller runs every tick on the same state as the recorded one.
+  replayed controller runs every tick on the same state as the recorded one; and before each
+  joint_states message, until the router reports holding every decision seen (RouterStatus), so
+  each decision starts at the same tick as in the recording.
 """
 from __future__ import annotations
 
@@ -21,12 +23,13 @@ from rclpy.node import Node
 
 from builtin_interfaces.msg import Time
 from rosgraph_msgs.msg import Clock
-from csr_llm_msgs.msg import Decision, MotorCommand
+from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
 from csr_llm_core.ros import qos
 from csr_llm_core.ros.stamps import sec_to_stamp, stamp_to_sec
 
 from .bag_io import BagReport, read_messages, to_ros_message
 from .bags import import_message_class, typestore
+from .sim.lockstep import DecisionHandover
 
 RELIABLE = qos.PLAYBACK
 
@@ -38,6 +41,7 @@ class PlayResult:
     lockstep_waits: int = 0
     lockstep_timeouts: int = 0
     control_timeouts: int = 0
+    handover_timeouts: int = 0
     sim_seconds: float = 0.0
 
 
@@ -78,6 +82,7 @@ class BagPlayer:
         self._event_decisions = 0
         self._has_header: Dict[str, bool] = {}
         self._decision_event = threading.Event()
+        self.handover = DecisionHandover(control_lockstep_timeout)
         if lockstep_period > 0:
             node.create_subscription(Decision, "decision", self._on_decision, RELIABLE)
         self.control_lockstep_timeout = control_lockstep_timeout
@@ -87,11 +92,17 @@ class BagPlayer:
         self._events_topic = node.resolve_topic_name("events")
         if control_lockstep_timeout > 0:
             node.create_subscription(MotorCommand, "motor_command", self._on_command, RELIABLE)
+            node.create_subscription(RouterStatus, "router_status", self._on_router_status, RELIABLE)
 
     def _on_decision(self, msg: Decision) -> None:
         self._latest_decision = max(self._latest_decision, stamp_to_sec(msg.header.stamp))
+        self.handover.on_decision(msg.decision_id)
         if msg.trigger == Decision.TRIGGER_EVENT:
             self._event_decisions += 1
+        self._decision_event.set()
+
+    def _on_router_status(self, msg: RouterStatus) -> None:
+        self.handover.on_router_status(msg.last_decision_id)
 
     def _wait_event_decisions(self, expected: int) -> float:
         """Like the simulator: after an event, wait for its decision before the world moves on, so
@@ -100,7 +111,6 @@ class BagPlayer:
         while self._event_decisions < expected and time.monotonic() - start < self.lockstep_timeout:
             time.sleep(0.002)
         return time.monotonic() - start
-        self._decision_event.set()
 
     def _on_command(self, msg: MotorCommand) -> None:
         self._command_stamp = max(self._command_stamp, stamp_to_sec(msg.header.stamp))
@@ -196,6 +206,8 @@ class BagPlayer:
                 delay = wall0 + paused + (t - t0) / self.rate - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
+            if self.control_lockstep_timeout > 0 and topic == self._joint_topic:
+                paused += self.handover.wait()
             if decoded is not None:
                 self.publishers[topic].publish(to_ros_message(decoded, self.classes[topic]))
             else:
@@ -209,5 +221,6 @@ class BagPlayer:
                 paused += self._wait_event_decisions(events_played)
             if self.control_lockstep_timeout > 0 and topic == self._joint_topic:
                 paused += self._wait_command(t)
+        self.result.handover_timeouts = self.handover.timeouts
         self.result.sim_seconds = 0.0 if t0 is None else max(0.0, last_clock - t0)
         return self.result

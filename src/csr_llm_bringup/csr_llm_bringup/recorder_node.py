@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
@@ -45,7 +46,9 @@ class RecorderNode(Node):
         self._subs = {}
         self._types = {}
         self._discover()
-        self.create_timer(0.5, self._discover)
+        # on the steady clock: under sim time a /clock-driven timer would not fire before the
+        # simulator starts, and the simulator waits for this node's subscriptions to start
+        self.create_timer(0.5, self._discover, clock=Clock(clock_type=ClockType.STEADY_TIME))
         # decision scoring: the simulator's expectation timeline and goal status (decision_score.py)
         self.create_subscription(String, "scenario/expectations", self._on_expectation, suite_qos.SCENARIO_EVENTS)
         self.create_subscription(String, "sim/truth", self._on_truth, suite_qos.COMMANDS)

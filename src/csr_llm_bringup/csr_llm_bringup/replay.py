@@ -69,7 +69,8 @@ def replay(bag: Path, out_dir: Path, *, profile: str = "replay", rate: float = 1
             recorder.close()
             log(f"played {sum(result.published.values())} messages ({result.sim_seconds:.2f} s of bag time); "
                 f"decision lockstep waits {result.lockstep_waits}, timeouts {result.lockstep_timeouts}; "
-                f"control lockstep timeouts {result.control_timeouts}")
+                f"control lockstep timeouts {result.control_timeouts}; "
+                f"decision handover timeouts {result.handover_timeouts}")
     finally:
         if runner is not None:
             runner.shutdown()

@@ -1,7 +1,7 @@
 """Scenario engine and lockstep/pacing helpers (plain modules, no ROS)."""
 import pytest
 
-from csr_llm_bringup.sim.lockstep import Lockstep, Pacer
+from csr_llm_bringup.sim.lockstep import DecisionHandover, Lockstep, Pacer
 from csr_llm_bringup.sim.scenario import Scenario, ScenarioError, load_scenario, resolve_scenario_path
 from csr_llm_bringup.sim.simulator import Simulator
 
@@ -147,6 +147,28 @@ def test_lockstep_blocks_at_each_boundary_until_a_decision_at_or_after_it():
     assert not lock.blocked(2000) and lock.timeouts == 1
     assert lock.boundary_time() == pytest.approx(2.5)
     assert not Lockstep(0.0, 0.001).blocked(10 ** 6)
+
+
+def test_decision_handover_holds_the_next_state_until_the_router_has_every_decision_seen():
+    wall = FakeWall()
+    handover = DecisionHandover(timeout=0.5, wall=wall)
+    handover.on_decision(0)
+    assert not handover.pending() and handover.wait() == 0.0     # no router reporting yet: off
+    handover.on_router_status(-1)
+    assert handover.pending()
+    handover.on_router_status(0)
+    assert not handover.pending() and handover.wait() == 0.0
+    handover.on_decision(3)
+    handover.on_router_status(2)                                 # one behind: still held
+    assert handover.pending()
+    handover.on_router_status(1)                                 # an older report never lowers it
+    assert handover.accepted == 2
+    # the router never reports 3 (inactive, say): the wait ends at the timeout and is counted
+    waited = []
+    handover.event.wait = lambda _t: waited.append(setattr(wall, "t", wall.t + 0.1)) or False
+    assert handover.wait() == pytest.approx(0.5) and handover.timeouts == 1 and len(waited) == 5
+    handover.on_router_status(3)
+    assert not handover.pending()
 
 
 def test_pacer_sleeps_when_ahead_and_never_when_real_time_factor_is_zero():

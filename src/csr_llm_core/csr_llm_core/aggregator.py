@@ -199,6 +199,7 @@ class Aggregator:
         self._window: List[ChunkOut] = []        # continuous summaries held until the next watermark
         self.last_sample_stamp: Optional[float] = None
         self.warmup_left = int(warmup_windows) if self.watermark_period > 0 else 0
+        self._warmup_end: Optional[float] = None     # samples stamped before it are not summarised
         self.future_tolerance_s = float(future_tolerance_s)
         self.max_lag_s = float(max_lag_s)
         self.max_events_per_window = max(0, int(max_events_per_window))
@@ -250,6 +251,8 @@ class Aggregator:
             return self._flush_bursts(self._window_of(stamp)) if self._bursts else []
         if self._next_watermark is None:
             self._next_watermark = (math.floor(stamp / self.watermark_period) + 1) * self.watermark_period
+            if self.warmup_left > 0:
+                self._warmup_end = self._next_watermark + (self.warmup_left - 1) * self.watermark_period
             return []
         if stamp < self._next_watermark - 1e-9:
             return []
@@ -302,7 +305,10 @@ class Aggregator:
         """Record a continuous sample; returns a summary chunk when one is due and worth it
         (with watermarks, summaries come out of `watermark` instead and this returns None)."""
         state = self.topics[topic]
-        if self.warmup_left > 0:
+        # by the sample's stamp, not by whether the watermark got here first: a sample's fate must
+        # not depend on the order two topics' messages were taken in
+        if (self.warmup_left > 0 and self._warmup_end is None) or \
+                (self._warmup_end is not None and stamp < self._warmup_end - 1e-9):
             return None
         if state.spec.type == "temperature":
             temperature = _finite([sample["temperature"]], "temperature")[0]

@@ -93,6 +93,24 @@ def test_summaries_of_a_window_come_out_in_stamp_and_topic_order_whatever_the_ar
     assert texts[0].startswith("[0.00s] joint_states") and texts[1].startswith("[0.00s] motor_temperature")
 
 
+def test_warm_up_drops_samples_by_their_stamp_whatever_the_watermark_order():
+    def first_summary(watermark_first):
+        agg = make(watermark_period=0.5, warmup_windows=1)
+        agg.watermark(0.0)
+        agg.on_sample("motor_temperature", {"temperature": 30.0, "frame_id": "arm_elbow"}, 0.25)
+        late = ("motor_temperature", {"temperature": 31.0, "frame_id": "arm_wrist"}, 0.25)
+        if watermark_first:             # the window's closing sample was taken before the late one
+            agg.watermark(0.5)
+            agg.on_sample(*late)
+        else:
+            agg.on_sample(*late)
+            agg.watermark(0.5)
+        agg.on_sample("motor_temperature", {"temperature": 32.0, "frame_id": "arm_pan"}, 0.5)
+        return [c.text for c in agg.watermark(1.0) if c.kind != KIND_WATERMARK]
+    assert first_summary(True) == first_summary(False) == [
+        "[0.50s] motor_temperature: motor temperatures[C] arm_pan=32.0"]
+
+
 def test_a_sample_from_the_future_is_rejected_and_the_stream_keeps_flowing():
     from csr_llm_core.aggregator import Aggregator, SampleError, TopicSpec
     agg = Aggregator([TopicSpec("odom", "odometry", 0.5, 0.0)], watermark_period=0.5,

@@ -73,6 +73,49 @@ class Lockstep:
             self.next_boundary += self.period_steps
 
 
+class DecisionHandover:
+    """Lockstep's last step: the router holds every decision seen before the next state goes out.
+
+    A decision reaches the router and the lockstepping side (simulator, player) on separate
+    readers; if the next joint state overtook it, the router would start it one tick later in
+    some runs. The router reports the newest decision id it accepted (RouterStatus.last_decision_id,
+    published at once); ``wait`` blocks until that covers the newest id seen here. It stays off
+    until the router has reported once (no router in the graph: nothing to wait for)."""
+
+    def __init__(self, timeout: float = 0.5, wall: Callable[[], float] = time.monotonic):
+        self.timeout = float(timeout)
+        self._wall = wall
+        self.seen = -1          # newest decision_id seen on `decision`
+        self.accepted = -1      # newest the router reports accepted
+        self.router_reports = False
+        self.timeouts = 0
+        self.event = threading.Event()
+
+    def on_decision(self, decision_id: int) -> None:
+        self.seen = max(self.seen, int(decision_id))
+
+    def on_router_status(self, last_decision_id: int) -> None:
+        self.router_reports = True
+        self.accepted = max(self.accepted, int(last_decision_id))
+        self.event.set()
+
+    def pending(self) -> bool:
+        return self.router_reports and self.accepted < self.seen
+
+    def wait(self, stop: Optional[threading.Event] = None) -> float:
+        """Block until the router holds every decision seen (or `timeout`: counted); wall s waited."""
+        if not self.pending():
+            return 0.0
+        start = self._wall()
+        while self.pending() and not (stop is not None and stop.is_set()):
+            if self._wall() - start >= self.timeout:
+                self.timeouts += 1
+                break
+            self.event.wait(0.002)
+            self.event.clear()
+        return self._wall() - start
+
+
 class Pacer:
     """Keeps sim time at real_time_factor x wall time (0 = as fast as possible). Call `pace(sim_t)`
     after stepping; it sleeps when the simulation is ahead. `reset` after a pause (lockstep), so

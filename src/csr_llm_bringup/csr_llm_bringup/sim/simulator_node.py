@@ -38,7 +38,7 @@ from geometry_msgs.msg import Twist
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import Float64MultiArray, String
 
-from csr_llm_msgs.msg import Decision, MotorCommand
+from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
 from csr_llm_core.faults import FaultLog
 from csr_llm_core.ros import qos
 from csr_llm_core.paths import expand_path
@@ -48,7 +48,7 @@ from csr_llm_core.ros.params import declare_dataclass
 from csr_llm_core.ros.stamps import NS_PER_S, sec_to_ns, stamp_to_sec
 
 from ..paths import config_dir
-from .lockstep import Lockstep, Pacer
+from .lockstep import DecisionHandover, Lockstep, Pacer
 from .robot_model import JOINTS
 from .scenario import ExpectationFeed, ScenarioError, load_scenario
 from .sensor_publishers import SensorPublishers
@@ -123,6 +123,7 @@ class SimulatorNode(Node):
         dt = self.sim.dt
         self.faults = FaultLog(self.get_logger().warning, counted_in="the run summary (input faults)")
         self.lockstep = Lockstep(lock_period, dt, lock_timeout)
+        self.handover = DecisionHandover(self.control_lockstep_timeout)
         self.pacer = Pacer(self.rtf)
         self._every = {k: _every(v, dt) for k, v in rates.items()}
         self._every["clock"] = max(1, int(round(clock_period / dt))) if clock_period > 0 else 1
@@ -154,6 +155,8 @@ class SimulatorNode(Node):
         self.create_subscription(Decision, "decision", self._on_decision, RELIABLE)
         if self.control_lockstep_timeout > 0:
             self.create_subscription(MotorCommand, "motor_command", self._on_motor_command, RELIABLE)
+            self.create_subscription(RouterStatus, "router_status",
+                                     lambda m: self.handover.on_router_status(m.last_decision_id), RELIABLE)
 
         self.get_logger().info(
             f"simulator: scenario={scenario.name if scenario else 'none'}, real_time_factor={self.rtf}, "
@@ -199,6 +202,7 @@ class SimulatorNode(Node):
             self._command_event.clear()
 
     def _on_decision(self, msg: Decision) -> None:
+        self.handover.on_decision(msg.decision_id)
         self.lockstep.on_decision(stamp_to_sec(msg.header.stamp))
         if msg.trigger == Decision.TRIGGER_EVENT:
             self._event_decisions += 1
@@ -284,6 +288,8 @@ class SimulatorNode(Node):
             at_boundary = lock.enabled and k >= lock.next_boundary
             js_due = e_js and k % e_js == 0
             if js_due:
+                if self.control_lockstep_timeout > 0 and lock.enabled:
+                    self.handover.wait(stop)       # the router holds every decision before the state
                 sensors.publish_joint_states()      # before the clock: a tick at t sees the state at t
             if k % e_clock == 0 or at_boundary or (js_due and self.control_lockstep_timeout > 0):
                 self.pub_clock.publish(self.msg_clock)
@@ -349,7 +355,8 @@ class SimulatorNode(Node):
         self.get_logger().info(
             f"simulator stopped at t={self.sim.time:.3f} s sim; lockstep waits={lock.waits}, "
             f"timeouts={lock.timeouts}; control lockstep waits={self.control_waits}, "
-            f"timeouts={self.control_timeouts}; input faults={self.faults.total}")
+            f"timeouts={self.control_timeouts}; decision handover timeouts={self.handover.timeouts}; "
+            f"input faults={self.faults.total}")
         return super().destroy_node()
 
 
