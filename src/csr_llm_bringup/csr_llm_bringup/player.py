@@ -23,7 +23,7 @@ from rclpy.node import Node
 
 from builtin_interfaces.msg import Time
 from rosgraph_msgs.msg import Clock
-from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
+from csr_llm_msgs.msg import CsrStatus, Decision, MotorCommand, RouterStatus
 from csr_llm_core.ros import qos
 from csr_llm_core.ros.stamps import sec_to_stamp, stamp_to_sec
 
@@ -85,6 +85,7 @@ class BagPlayer:
         self.handover = DecisionHandover(control_lockstep_timeout)
         if lockstep_period > 0:
             node.create_subscription(Decision, "decision", self._on_decision, RELIABLE)
+            node.create_subscription(CsrStatus, "csr_status", self._on_csr_status, 10)
         self.control_lockstep_timeout = control_lockstep_timeout
         self._command_stamp = -math.inf
         self._command_event = threading.Event()
@@ -100,6 +101,12 @@ class BagPlayer:
         if msg.trigger == Decision.TRIGGER_EVENT:
             self._event_decisions += 1
         self._decision_event.set()
+
+    def _on_csr_status(self, msg: CsrStatus) -> None:
+        """No periodic decision comes before the decision loop's next due time: no wait before it."""
+        if msg.next_decision_due > 0:
+            self._latest_decision = max(self._latest_decision, msg.next_decision_due - 1e-6)
+            self._decision_event.set()
 
     def _on_router_status(self, msg: RouterStatus) -> None:
         self.handover.on_router_status(msg.last_decision_id)

@@ -149,6 +149,16 @@ def test_lockstep_blocks_at_each_boundary_until_a_decision_at_or_after_it():
     assert not Lockstep(0.0, 0.001).blocked(10 ** 6)
 
 
+def test_lockstep_does_not_wait_at_boundaries_before_the_decision_loops_next_due_time():
+    lock = Lockstep(0.5, 0.001, timeout=30.0, wall=FakeWall())
+    assert lock.blocked(500)
+    lock.on_schedule(1.0)              # first chunk at 0.5: the first periodic decision is at 1.0
+    assert not lock.blocked(500) and lock.timeouts == 0
+    assert lock.blocked(1000)          # ... where it waits for it
+    lock.on_schedule(0.0)              # nothing scheduled: changes nothing
+    assert lock.blocked(1000)
+
+
 def test_decision_handover_holds_the_next_state_until_the_router_has_every_decision_seen():
     wall = FakeWall()
     handover = DecisionHandover(timeout=0.5, wall=wall)

@@ -169,7 +169,9 @@ def main(argv=None) -> int:
             engine.clear()
         reasoner = Reasoner(engines if mode == "asr" else engines[:1], catalogue, template, config)
         reasoner.pump()
-        reasoner.warm_secondary()
+        warming = reasoner.warm_secondary()
+        if warming is not None:      # the measured stream starts with the head on both contexts
+            warming.join()
         n_chunks = results["asr"]["chunks"] if mode == "sync" else args.max_chunks
         print(f"[bench-asr] {mode}: chunks at {args.chunk_hz} Hz "
               + (f"until {args.cycles} swaps" if mode == "asr" else f"({n_chunks}, as many as asr)")

@@ -156,6 +156,7 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
         self._decisions_since_evict = 0
         self._ready: Optional[tuple] = None     # (view, version, last_seq) of a warmed secondary
         self._thread: Optional[threading.Thread] = None
+        self._warm_thread: Optional[threading.Thread] = None
         self.swaps = 0
         self.overflow_stalls = 0
         self.preempted_pumps = 0
@@ -425,8 +426,9 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
 
     def close(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        for thread in (self._warm_thread, self._thread):
+            if thread is not None:
+                thread.join(timeout=10)
         self.health.close()
 
 

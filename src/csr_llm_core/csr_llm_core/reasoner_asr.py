@@ -44,6 +44,7 @@ class AsrRebuildMixin:
     _ready: Optional[tuple]
     _reconciling: bool
     _thread: Optional[threading.Thread]
+    _warm_thread: Optional[threading.Thread]
     _primary_idle: threading.Event
     _stop: threading.Event
     _cancel: threading.Event
@@ -61,16 +62,29 @@ class AsrRebuildMixin:
                                         args=(self.state.tokens(), self.state.version, self._primary_last_seq))
         self._thread.start()
 
-    def warm_secondary(self) -> None:
-        """Evaluate the static head on the idle secondary now (decision thread, before the stream),
-        so the first eviction rebuilds only the live chunks. Only a head that ends a line (its pieces,
-        and so the cache, are the rebuild's) and not with swap_after_decisions (a lockstepped run's
-        first decisions must not wait for it)."""
+    def warm_secondary(self) -> Optional[threading.Thread]:
+        """Evaluate the static head on the idle secondary in the background, in `rebuild_batch`
+        pieces that yield to the primary (decisions start at once), so the first eviction rebuilds
+        only the live chunks; that rebuild waits for it. Only a head that ends a line (its pieces,
+        and so the cache, are the rebuild's) and not with swap_after_decisions (a lockstepped run
+        must not depend on when it finishes). Returns the thread, or None when there is nothing to do."""
         secondary, head = self.secondary, self.state.head_tokens
-        if secondary is not None and not self._reconciling and secondary.is_local and head \
-                and self.config.swap_after_decisions == 0 \
-                and head[-1] in getattr(secondary, "line_end_tokens", ()):
-            secondary.sync(head, batch=self.config.rebuild_batch, by_line=True)
+        if secondary is None or self._reconciling or not secondary.is_local or not head \
+                or self.config.swap_after_decisions != 0 \
+                or head[-1] not in getattr(secondary, "line_end_tokens", ()):
+            return None
+
+        def warm() -> None:
+            try:
+                secondary.sync(head, batch=self.config.rebuild_batch, before_batch=self._yield_to_primary,
+                               by_line=True)
+            except _Stopped:
+                pass
+            except Exception as err:  # noqa: BLE001 - an optimisation: the rebuild evaluates the head instead
+                self.log.warning("warming the secondary's head failed: %s", err)
+        self._warm_thread = threading.Thread(target=warm, name="asr-warm", daemon=True)
+        self._warm_thread.start()
+        return self._warm_thread
 
     # --- ASR background rebuild ------------------------------------------------------------
     def _yield_to_primary(self) -> None:
@@ -89,6 +103,8 @@ class AsrRebuildMixin:
     def _reconcile(self, target: List[int], version: int, last_seq: int) -> None:
         engine = self.secondary
         assert engine is not None, "reconciliation runs only in ASR mode, which has a secondary"
+        if self._warm_thread is not None:       # one user of the secondary at a time
+            self._warm_thread.join()
         try:
             engine.sync(target, batch=self.config.rebuild_batch, before_batch=self._yield_to_primary, by_line=True)
             view = list(target)

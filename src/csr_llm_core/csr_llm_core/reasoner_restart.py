@@ -3,6 +3,7 @@ primary, its KV cache (a server keeps its own cache; only the logical state is o
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -55,10 +56,24 @@ class WarmRestartMixin:
                 stamp = {"state_version": self.state.version, "kv": f"kept by {self.primary.name}'s server"}
                 if local:     # a server keeps its own cache: only the logical state is ours
                     stamp = self.primary.save_state(directory / "kv_state.bin", state_version=self.state.version)
-                (directory / "csr_state.json").write_text(json.dumps(snapshot))
+                _write_atomically(directory / "csr_state.json", json.dumps(snapshot))
                 return stamp
             finally:
                 self._primary_idle.set()
+
+    def checkpoint(self, directory: Union[str, Path]) -> int:
+        """Save the logical state alone (live chunks, sequence), so a crash (kill -9) loses at most
+        what arrived since; returns the chunks saved. Cheap, and never takes the engine: decisions
+        go on. A KV file of an earlier state is removed (a restore then recomputes the prefix)."""
+        directory = Path(directory)
+        with self._lock:
+            snapshot = dict(self.state.snapshot(), last_seq=self.last_seq, seq_gaps=self.seq_gaps,
+                            sequence_epoch=self.sequence_epoch)
+            chunks = len(self.state.chunks)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "kv_state.bin").unlink(missing_ok=True)
+        _write_atomically(directory / "csr_state.json", json.dumps(snapshot))
+        return chunks
 
     def restore(self, directory: Union[str, Path]) -> dict:
         """Restore a saved state: the live chunks, and the KV cache when it matches exactly.
@@ -85,7 +100,9 @@ class WarmRestartMixin:
             self._primary_last_seq = -1 if self.last_seq is None else self.last_seq
             kv_restored = False
             try:
-                if self.primary.is_local:
+                if self.primary.is_local and not (directory / "kv_state.bin").exists():
+                    self.log.info("no saved KV cache with this state (a checkpoint): the prefix is recomputed")
+                elif self.primary.is_local:
                     self.primary.load_state(directory / "kv_state.bin", state_version=self.state.version,
                                             expected_tokens=self._primary_view)
                     kv_restored = True
@@ -93,6 +110,16 @@ class WarmRestartMixin:
                 self.log.error("%s; the prefix will be recomputed", err)
                 self.primary.clear()
             return {"chunks": len(self.state.chunks), "kv_restored": kv_restored, "tokens": len(self._primary_view)}
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """A reader (or a restart after kill -9) sees the old file or the new one, never half of one."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def _check_vocabulary(state: Any, n_vocab: Optional[int]) -> None:

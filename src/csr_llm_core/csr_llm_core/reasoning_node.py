@@ -56,6 +56,9 @@ class ReasoningNode(Node):
         session = new_session_id()
         archive_path = str(cfg.archive_file(session))
         self.state_dir = expand_path(cfg.state_dir)
+        self.checkpoint_period = float(cfg.checkpoint_period_s) if self.state_dir else 0.0
+        self._checkpointed_seq: Optional[int] = None
+        self._next_checkpoint = time.monotonic() + self.checkpoint_period
         self.decision_hz = cfg.decision_hz
         self.period = 1.0 / self.decision_hz if self.decision_hz > 0 else None
         # clock: periodic decisions on the node clock; chunks: on the chunks' own stamps, so the
@@ -149,10 +152,7 @@ class ReasoningNode(Node):
         return now >= self._next_due
 
     def _decision_loop(self) -> None:
-        try:
-            self.reasoner.warm_secondary()     # the first eviction then rebuilds the live chunks only
-        except Exception as err:  # noqa: BLE001 - an optimisation: the rebuild evaluates the head instead
-            self.get_logger().warning(f"warming the secondary's head failed: {err}")
+        self.reasoner.warm_secondary()     # in the background: the first eviction then rebuilds the live chunks only
         while True:
             with self._wake:
                 while not (self._stopping or self._chunks or self._pending_request or self._clock_due()
@@ -186,6 +186,20 @@ class ReasoningNode(Node):
             except Exception as err:  # noqa: BLE001 - keep the node up; the next trigger retries
                 self.decision_faults.record(f"failed:{type(err).__name__}", f"a decision failed: {err}")
                 time.sleep(0.1)
+            self._maybe_checkpoint()
+
+    def _maybe_checkpoint(self) -> None:
+        """Every checkpoint_period_s, the logical state if it changed (no engine work, no stall)."""
+        if self.checkpoint_period <= 0 or time.monotonic() < self._next_checkpoint:
+            return
+        self._next_checkpoint = time.monotonic() + self.checkpoint_period
+        if self.reasoner.last_seq == self._checkpointed_seq:
+            return
+        try:
+            self.reasoner.checkpoint(self.state_dir)
+            self._checkpointed_seq = self.reasoner.last_seq
+        except OSError as err:
+            self.decision_faults.record("checkpoint", f"could not checkpoint to {self.state_dir}: {err}")
 
     def _decision_waiting(self) -> bool:
         """Something the decision thread must handle before appending more: a queued chunk (it may
@@ -225,6 +239,7 @@ class ReasoningNode(Node):
         if self.trigger_mode == "chunks" and self.period is not None:
             if self._next_due is None:
                 self._next_due = (math.floor(stamp / self.period + 1e-9) + 1) * self.period
+                self._publish_status()      # a lockstepped sim need not wait for a decision before it
             elif stamp >= self._next_due - 1e-9:
                 due = self._next_due
                 while self._next_due <= stamp + 1e-9:
@@ -280,7 +295,8 @@ class ReasoningNode(Node):
                         rejected_chunks=s["rejected_chunks"], cached_tokens=s["cached_tokens"],
                         failovers=s["failovers"], refused_decisions=s["refused_decisions"],
                         down_resources=list(s["down_resources"]), dropped_chunks=self.chunk_faults.total,
-                        backlog_chunks=len(self._chunks))
+                        backlog_chunks=len(self._chunks),
+                        next_decision_due=float(self._next_due or 0.0) if self.trigger_mode == "chunks" else 0.0)
         msg.header.stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(msg)
 

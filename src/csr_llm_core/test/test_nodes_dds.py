@@ -89,3 +89,45 @@ def test_aggregator_and_reasoning_nodes_over_dds(tmp_path, catalogue):
     restored = restored_status[0]
     assert restored.last_chunk_seq == seqs[-1]                     # every accepted chunk was kept
     assert restored.evicted_chunks + restored.chunk_count == len(seqs)   # archive + live = all
+
+
+@pytest.mark.slow
+def test_a_killed_reasoning_node_restarts_from_its_last_checkpoint(tmp_path):
+    """kill -9 gives no shutdown save: the periodic checkpoint (logical state only) is what survives."""
+    state_dir = tmp_path / "state"
+    params = [f"intents_file:={CONFIG / 'intents.yaml'}", f"prompt_file:={CONFIG / 'prompt.yaml'}",
+              "tau_mem:=2048", "n_ctx:=3072", "decision_hz:=0.0", "status_hz:=5.0", "checkpoint_period_s:=0.5",
+              f"archive_path:={tmp_path / 'archive.jsonl'}", f"state_dir:={state_dir}"]
+    reasoning = start("csr_llm_core.reasoning_node", *params)
+    statuses = []
+    try:
+        with spinning() as spinner:
+            node = spinner.create(Node, "test_checkpoint_driver")
+            node.create_subscription(CsrStatus, "csr_status", statuses.append, 10)
+            chunks = node.create_publisher(StateChunk, "state_chunks", CHUNK_QOS)
+            assert wait_for(lambda: statuses, 60), "reasoning node never published csr_status"
+            for seq in range(6):
+                msg = StateChunk(seq=seq, epoch=1, source_topic="/odom", kind=StateChunk.KIND_CONTINUOUS,
+                                 text=f"[{seq}.00s] odom: x={seq * 0.1:.2f} m", token_count=-1)
+                msg.header.stamp.sec = seq
+                chunks.publish(msg)
+            assert wait_for(lambda: statuses[-1].last_chunk_seq == 5, 30)
+            saved = state_dir / "csr_state.json"
+            assert wait_for(lambda: saved.exists() and '"last_seq": 5' in saved.read_text(), 10)
+    finally:
+        reasoning.kill()                                     # no SIGINT: no shutdown save
+        killed_out, _ = reasoning.communicate()
+    assert "saved CSR state" not in killed_out and not (state_dir / "kv_state.bin").exists()
+
+    restarted = start("csr_llm_core.reasoning_node", *params)
+    restored = []
+    try:
+        with spinning() as spinner:
+            node = spinner.create(Node, "test_checkpoint_watcher")
+            node.create_subscription(CsrStatus, "csr_status", restored.append, 10)
+            assert wait_for(lambda: restored or restarted.poll() is not None, 60)
+    finally:
+        rc, out = stop(restarted)
+    assert rc == 0, out[-3000:]
+    assert "warm restart from" in out and "6 chunks" in out and "KV recomputed" in out, out[-3000:]
+    assert restored[0].last_chunk_seq == 5 and restored[0].chunk_count == 6

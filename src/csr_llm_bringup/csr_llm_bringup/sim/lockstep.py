@@ -48,6 +48,13 @@ class Lockstep:
                 self.latest_decision = stamp
         self.event.set()
 
+    def on_schedule(self, next_due: float) -> None:
+        """The decision loop's next periodic decision is stamped `next_due` (CsrStatus): no
+        boundary before it will get one, so none before it waits (the first boundary, mostly:
+        the loop's first decision falls one period after its first chunk)."""
+        if next_due > 0:
+            self.on_decision(next_due - self.dt)
+
     def blocked(self, steps: int) -> bool:
         """True while the simulator (at `steps`) must not step. Counts waits and timeouts."""
         if self.period_steps <= 0 or steps < self.next_boundary:

@@ -38,7 +38,7 @@ from geometry_msgs.msg import Twist
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import Float64MultiArray, String
 
-from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
+from csr_llm_msgs.msg import CsrStatus, Decision, MotorCommand, RouterStatus
 from csr_llm_core.faults import FaultLog
 from csr_llm_core.ros import qos
 from csr_llm_core.paths import expand_path
@@ -153,6 +153,9 @@ class SimulatorNode(Node):
         self.create_subscription(Float64MultiArray, f"{controller}/commands", self._on_effort, RELIABLE)
         self.create_subscription(Twist, "cmd_vel", self._on_cmd_vel, RELIABLE)
         self.create_subscription(Decision, "decision", self._on_decision, RELIABLE)
+        if self.lockstep.enabled:
+            self.create_subscription(CsrStatus, "csr_status",
+                                     lambda m: self.lockstep.on_schedule(m.next_decision_due), 10)
         if self.control_lockstep_timeout > 0:
             self.create_subscription(MotorCommand, "motor_command", self._on_motor_command, RELIABLE)
             self.create_subscription(RouterStatus, "router_status",
@@ -261,12 +264,15 @@ class SimulatorNode(Node):
         while not stop.is_set():
             if lock.blocked(sim.steps):
                 # paused at a lockstep boundary: keep re-sending the boundary's clock (best effort)
-                # and, less often, the sensor state at the boundary (for late joiners)
+                # and, once the pause is long, the sensor state once a second for late joiners
+                # (rarely: every copy lands in the bag, and a replay's burst of them once overflowed
+                # a reader's queue, so the first window's chunks differed)
                 now = time.monotonic()
                 if now - last_clock_wall > 0.05:
                     last_clock_wall = now
                     self.pub_clock.publish(self.msg_clock)
-                    if now - last_state_wall > 0.2:
+                    paused_since = lock.waiting_since if lock.waiting_since is not None else now
+                    if now - paused_since > 1.0 and now - last_state_wall > 1.0:
                         last_state_wall = now
                         sensors.publish_state()
                 lock.event.wait(0.005)
