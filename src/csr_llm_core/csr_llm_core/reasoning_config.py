@@ -37,7 +37,8 @@ class ReasoningNodeConfig:
     archive_path: str = ""           # "" = a new <cache>/archive/<session>.jsonl per session
     archive_keep: int = 20           # session archives kept in the default folder (oldest deleted)
     state_dir: str = ""              # saved KV + CSR state for warm restarts; "" = off
-    checkpoint_period_s: float = 10.0  # with state_dir: the logical state saved this often (survives kill -9); 0 = at shutdown only
+    # with state_dir: the logical state saved this often (survives kill -9); 0 = at shutdown only
+    checkpoint_period_s: float = 10.0
     decision_hz: float = 2.0         # periodic decisions; event chunks decide at once
     decision_trigger: str = "clock"  # clock: node clock; chunks: the chunk stream's stamps (replay)
     decide_on_request: bool = True   # answer decision_request (the router after a level-1 miss)
