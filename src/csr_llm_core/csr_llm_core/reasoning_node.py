@@ -105,6 +105,11 @@ class ReasoningNode(Node):
         self._pending_request = False
         self._stopping = False
         self._preempted = False         # the last pump stopped for a due decision: resume it
+        if self.reasoner.primary.is_local:     # the head (and a restored state) in the KV cache before
+            started = time.monotonic()         # the first chunk: the first decision does not pay for it
+            self.reasoner.pump()
+            log.info(f"prefix evaluated on {self.reasoner.primary.name}: {self.reasoner.status()['prefix_tokens']} "
+                     f"tokens in {time.monotonic() - started:.1f} s")
         self.decision_pub = self.create_publisher(Decision, "decision", qos.DECISIONS)
         self.status_pub = self.create_publisher(CsrStatus, "csr_status", 10)
         self.create_subscription(StateChunk, "state_chunks", self._on_chunk, qos.CHUNK_STREAM)
@@ -156,7 +161,7 @@ class ReasoningNode(Node):
         while True:
             with self._wake:
                 while not (self._stopping or self._chunks or self._pending_request or self._clock_due()
-                           or (self._preempted and not self._decision_waiting())):
+                           or (self._preempted and not self._decision_waiting()) or self._checkpoint_due()):
                     self._wake.wait(timeout=0.01)
                 if self._stopping:
                     return
@@ -188,13 +193,15 @@ class ReasoningNode(Node):
                 time.sleep(0.1)
             self._maybe_checkpoint()
 
+    def _checkpoint_due(self) -> bool:
+        return self.checkpoint_period > 0 and time.monotonic() >= self._next_checkpoint \
+            and self.reasoner.last_seq != self._checkpointed_seq
+
     def _maybe_checkpoint(self) -> None:
         """Every checkpoint_period_s, the logical state if it changed (no engine work, no stall)."""
-        if self.checkpoint_period <= 0 or time.monotonic() < self._next_checkpoint:
+        if not self._checkpoint_due():
             return
         self._next_checkpoint = time.monotonic() + self.checkpoint_period
-        if self.reasoner.last_seq == self._checkpointed_seq:
-            return
         try:
             self.reasoner.checkpoint(self.state_dir)
             self._checkpointed_seq = self.reasoner.last_seq
