@@ -32,12 +32,12 @@ from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Twist, WrenchStamped
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Image, Imu, JointState, Range, Temperature
-from std_msgs.msg import Float32MultiArray, Float64MultiArray, String
+from std_msgs.msg import Float32MultiArray, Float64MultiArray, Header, String
 
 from csr_llm_core.ros import qos
 from csr_llm_core.ros.geometry import yaw_from_quaternion
 from csr_llm_core.ros.intent_args import arguments_to_dict
-from csr_llm_core.ros.node import run_lifecycle_node
+from csr_llm_core.ros.node import run_lifecycle_node, stamp_or_now
 from csr_llm_core.realtime import pin_threads, raise_priority
 from csr_llm_core.ros.params import declare_all, parameter_values
 from csr_llm_msgs.msg import Decision, DetectedObjects, MotorCommand, RouterStatus
@@ -98,15 +98,11 @@ class RouterNode(LifecycleNode):
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
-    def _sensor_time(self, stamp: Time) -> float:
+    def _sensor_time(self, header: Header) -> float:
         """With ``command_stamp: state`` the router runs on the sensors' own stamps (ticks, IMU
         integration, staleness), so a lockstepped sim or replay computes every tick alike whatever
         the /clock message's arrival; otherwise, and for an unstamped message, on the node clock."""
-        if self._stamp_with_state:
-            t = stamp.sec + stamp.nanosec * 1e-9
-            if t > 0.0:
-                return t
-        return self._now()
+        return stamp_or_now(self, header if self._stamp_with_state else None)
 
     def maybe_autostart(self) -> None:
         if bool(self.get_parameter("autostart").value):
@@ -345,7 +341,7 @@ class RouterNode(LifecycleNode):
     def _on_joint_state(self, msg: JointState) -> None:
         r = self.router
         if r is not None:
-            t = self._sensor_time(msg.header.stamp)
+            t = self._sensor_time(msg.header)
             r.set_joint_state(msg.name, msg.position, msg.velocity, msg.effort, t,
                               (msg.header.stamp.sec, msg.header.stamp.nanosec))
             if not self._tick_on_state:
@@ -362,7 +358,7 @@ class RouterNode(LifecycleNode):
         r = self.router
         if r is not None:
             a, w = msg.linear_acceleration, msg.angular_velocity
-            r.set_imu((a.x, a.y, a.z), (w.x, w.y, w.z), self._sensor_time(msg.header.stamp))
+            r.set_imu((a.x, a.y, a.z), (w.x, w.y, w.z), self._sensor_time(msg.header))
 
     def _on_odom(self, msg: Odometry) -> None:
         r = self.router
@@ -373,23 +369,23 @@ class RouterNode(LifecycleNode):
             except (ValueError, OverflowError):
                 yaw = math.nan
             r.set_odom(p.position.x, p.position.y, yaw, msg.twist.twist.linear.x, msg.twist.twist.angular.z,
-                       self._sensor_time(msg.header.stamp))
+                       self._sensor_time(msg.header))
 
     def _on_wrench(self, msg: WrenchStamped) -> None:
         r = self.router
         if r is not None:
             f = msg.wrench.force
-            r.set_wrench((f.x, f.y, f.z), self._sensor_time(msg.header.stamp))
+            r.set_wrench((f.x, f.y, f.z), self._sensor_time(msg.header))
 
     def _on_temperature(self, msg: Temperature) -> None:
         r = self.router
         if r is not None:
-            r.set_temperature(msg.header.frame_id, msg.temperature, self._sensor_time(msg.header.stamp))
+            r.set_temperature(msg.header.frame_id, msg.temperature, self._sensor_time(msg.header))
 
     def _on_proximity(self, msg: Range) -> None:
         r = self.router
         if r is not None:
-            r.set_proximity(msg.range, self._sensor_time(msg.header.stamp))
+            r.set_proximity(msg.range, self._sensor_time(msg.header))
 
     def _on_zone(self, msg: String) -> None:
         r = self.router
@@ -410,13 +406,13 @@ class RouterNode(LifecycleNode):
         if depth is None:
             r.faults.record("depth_image", why)
             return
-        camera.submit(depth, self._sensor_time(msg.header.stamp))
+        camera.submit(depth, self._sensor_time(msg.header))
 
     def _on_objects(self, msg: DetectedObjects) -> None:
         r = self.router
         if r is not None:
             positions = [(p.position.x, p.position.y, p.position.z) for p in msg.poses]
-            r.set_objects(list(msg.names), positions, msg.header.frame_id, self._sensor_time(msg.header.stamp))
+            r.set_objects(list(msg.names), positions, msg.header.frame_id, self._sensor_time(msg.header))
 
     def _on_decision(self, msg: Decision) -> None:
         r = self.router

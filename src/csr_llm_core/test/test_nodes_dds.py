@@ -18,6 +18,21 @@ pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
 CONFIG = Path(__file__).resolve().parents[3] / "config"
 
 
+def restart_and_first_status(params):
+    """Start the reasoning node again; its first CsrStatus and everything it printed (clean exit)."""
+    restarted = start("csr_llm_core.reasoning_node", *params)
+    statuses = []
+    try:
+        with spinning() as spinner:
+            node = spinner.create(Node, "test_restart_watcher")
+            node.create_subscription(CsrStatus, "csr_status", statuses.append, 10)
+            assert wait_for(lambda: statuses or restarted.poll() is not None, 60)
+    finally:
+        rc, out = stop(restarted)
+    assert rc == 0 and statuses, out[-3000:]
+    return statuses[0], out
+
+
 @pytest.mark.slow
 def test_aggregator_and_reasoning_nodes_over_dds(tmp_path, catalogue):
     state_dir = tmp_path / "state"
@@ -75,18 +90,8 @@ def test_aggregator_and_reasoning_nodes_over_dds(tmp_path, catalogue):
     assert (state_dir / "kv_state.bin").exists(), reasoning_out[-2000:]
 
     # warm restart: the saved prefix is restored instead of recomputed
-    restarted = start("csr_llm_core.reasoning_node", *reasoning_params)
-    restored_status = []
-    try:
-        with spinning() as spinner:
-            node = spinner.create(Node, "test_restart_watcher")
-            node.create_subscription(CsrStatus, "csr_status", restored_status.append, 10)
-            assert wait_for(lambda: restored_status or restarted.poll() is not None, 60)
-    finally:
-        rc, out = stop(restarted)
-    assert rc == 0, out[-3000:]
+    restored, out = restart_and_first_status(reasoning_params)
     assert "warm restart from" in out and "KV restored" in out, out[-3000:]
-    restored = restored_status[0]
     assert restored.last_chunk_seq == seqs[-1]                     # every accepted chunk was kept
     assert restored.evicted_chunks + restored.chunk_count == len(seqs)   # archive + live = all
 
@@ -119,15 +124,6 @@ def test_a_killed_reasoning_node_restarts_from_its_last_checkpoint(tmp_path):
         killed_out, _ = reasoning.communicate()
     assert "saved CSR state" not in killed_out and not (state_dir / "kv_state.bin").exists()
 
-    restarted = start("csr_llm_core.reasoning_node", *params)
-    restored = []
-    try:
-        with spinning() as spinner:
-            node = spinner.create(Node, "test_checkpoint_watcher")
-            node.create_subscription(CsrStatus, "csr_status", restored.append, 10)
-            assert wait_for(lambda: restored or restarted.poll() is not None, 60)
-    finally:
-        rc, out = stop(restarted)
-    assert rc == 0, out[-3000:]
+    restored, out = restart_and_first_status(params)
     assert "warm restart from" in out and "6 chunks" in out and "KV recomputed" in out, out[-3000:]
-    assert restored[0].last_chunk_seq == 5 and restored[0].chunk_count == 6
+    assert restored.last_chunk_seq == 5 and restored.chunk_count == 6
