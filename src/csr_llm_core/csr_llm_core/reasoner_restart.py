@@ -35,6 +35,11 @@ class WarmRestartMixin:
             self.sequence_epoch = int(epoch)
             self.last_seq = int(first_seq) - 1
 
+    def _logical_snapshot(self) -> dict:
+        """The state and sequence a restart continues from (call holding self._lock)."""
+        return dict(self.state.snapshot(), last_seq=self.last_seq, seq_gaps=self.seq_gaps,
+                    sequence_epoch=self.sequence_epoch)
+
     def save(self, directory: Union[str, Path]) -> Optional[dict]:
         """Save the logical state and an embedded primary's KV cache (skipped while reconciling).
 
@@ -50,8 +55,7 @@ class WarmRestartMixin:
                     if local and (self._reconciling or self._primary_view != self.state.tokens()):
                         self.log.warning("state not saved: reconciliation in progress")
                         return None
-                    snapshot = dict(self.state.snapshot(), last_seq=self.last_seq, seq_gaps=self.seq_gaps,
-                                    sequence_epoch=self.sequence_epoch)
+                    snapshot = self._logical_snapshot()
                 directory.mkdir(parents=True, exist_ok=True)
                 stamp = {"state_version": self.state.version, "kv": f"kept by {self.primary.name}'s server"}
                 if local:     # a server keeps its own cache: only the logical state is ours
@@ -67,8 +71,7 @@ class WarmRestartMixin:
         go on. A KV file of an earlier state is removed (a restore then recomputes the prefix)."""
         directory = Path(directory)
         with self._lock:
-            snapshot = dict(self.state.snapshot(), last_seq=self.last_seq, seq_gaps=self.seq_gaps,
-                            sequence_epoch=self.sequence_epoch)
+            snapshot = self._logical_snapshot()
             chunks = len(self.state.chunks)
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "kv_state.bin").unlink(missing_ok=True)
