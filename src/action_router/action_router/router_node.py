@@ -40,6 +40,7 @@ from csr_llm_core.ros.intent_args import arguments_to_dict
 from csr_llm_core.ros.node import run_lifecycle_node, stamp_or_now
 from csr_llm_core.realtime import pin_threads, raise_priority
 from csr_llm_core.ros.params import declare_all, parameter_values
+from csr_llm_core.ros.spin import take_waiting
 from csr_llm_msgs.msg import Decision, DetectedObjects, MotorCommand, RouterStatus
 
 from .camera_features import CameraFeatures, depth_from_image
@@ -80,6 +81,7 @@ class RouterNode(LifecycleNode):
         self._sensor_group = MutuallyExclusiveCallbackGroup()
         self._status_group = MutuallyExclusiveCallbackGroup()
         self._subs: List[Any] = []
+        self._samples: List[Any] = []
         self._pubs: Dict[str, Any] = {}
         self._control_timer = None
         self._aux_timers: List[Any] = []
@@ -138,7 +140,7 @@ class RouterNode(LifecycleNode):
         self._pubs = {
             "effort": self.create_lifecycle_publisher(Float64MultiArray, f"{controller}/commands", reliable),
             "motor": self.create_lifecycle_publisher(MotorCommand, "motor_command", reliable),
-            "status": self.create_lifecycle_publisher(RouterStatus, "router_status", reliable),
+            "status": self.create_lifecycle_publisher(RouterStatus, "router_status", qos.ROUTER_STATUS),
             "cmd_vel": self.create_lifecycle_publisher(Twist, "cmd_vel", reliable),
             "request": self.create_lifecycle_publisher(String, "decision_request", reliable),
             "sound": self.create_lifecycle_publisher(String, "sound", reliable),
@@ -167,6 +169,7 @@ class RouterNode(LifecycleNode):
                                                        qos.SENSORS, callback_group=g))
         # created last: a state that is ready together with other sensors' samples or a decision
         # (one executor wait) ticks after them, as it does when they arrived first
+        self._samples = [s for s in self._subs if s.msg_type is not Decision]   # taken before a lockstepped tick
         self._subs.append(self.create_subscription(JointState, "joint_states", self._on_joint_state, qos.LATEST,
                                                    callback_group=g))
         self._effort_msg = Float64MultiArray()
@@ -206,6 +209,7 @@ class RouterNode(LifecycleNode):
                                                       "came for a period"}.get(source, "")
         self.get_logger().info(f"active: control loop at {hz:g} Hz{how}" if source != "joint_states"
                                else "active: control ticks on every joint_states message")
+        self._on_status()   # said at once: a lockstepped simulator or player waits for this before its first state
         return ret
 
     def _stop_timers(self, destroy: bool = False) -> None:
@@ -256,7 +260,7 @@ class RouterNode(LifecycleNode):
             self.router.close()
         for s in self._subs:
             self.destroy_subscription(s)
-        self._subs = []
+        self._subs, self._samples = [], []
         for p in self._pubs.values():
             self.destroy_lifecycle_publisher(p)
         self._pubs = {}
@@ -317,7 +321,8 @@ class RouterNode(LifecycleNode):
                 self._pubs["sound"].publish(String(data=sound))
             if self._stamp_with_state and now >= self._next_key_time:     # after the command: off its latency
                 r.update_key(now)
-                self._next_key_time = max(self._next_key_time + self._key_period, now)
+                # on a fixed grid of state time, not from the first tick: the same ticks update it in every run
+                self._next_key_time = (math.floor(now / self._key_period + 1e-6) + 1) * self._key_period
             self._loop_window_ticks += 1
             mono = time.monotonic()
             if mono - self._loop_window_start >= 1.0:
@@ -350,6 +355,7 @@ class RouterNode(LifecycleNode):
                 if t <= self._last_state_tick:   # re-sent (a sim paused at a boundary) or older: no new period
                     return
                 self._last_state_tick = t
+                take_waiting(self._samples)      # every sample sent before this state, in every run
             self._on_control(t if self._stamp_with_state else None)   # each tick sees exactly this state
             if self._timer_fills_gaps and self._control_timer is not None:
                 self._control_timer.reset()     # re-armed: fires only after a period without a state

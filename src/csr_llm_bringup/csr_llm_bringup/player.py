@@ -5,7 +5,8 @@ Lockstep (optional), as the simulator does it:
   /clock and waits until a csr_llm_msgs/Decision stamped at or after it arrives, so decisions
   that take real compute time land at the same sim time in every run;
 * control: after each joint_states message (and the clock at its stamp) it waits, up to
-  `control_lockstep_timeout` wall seconds, for the router's MotorCommand of that tick, so the
+  `control_lockstep_timeout` wall seconds, for the router's MotorCommand of that tick (from the
+  first state on: the first waits for the router's latched RouterStatus, sent on activation), so the
   replayed controller runs every tick on the same state as the recorded one; and before each
   joint_states message, until the router reports holding every decision seen (RouterStatus), so
   each decision starts at the same tick as in the recording.
@@ -93,7 +94,7 @@ class BagPlayer:
         self._events_topic = node.resolve_topic_name("events")
         if control_lockstep_timeout > 0:
             node.create_subscription(MotorCommand, "motor_command", self._on_command, RELIABLE)
-            node.create_subscription(RouterStatus, "router_status", self._on_router_status, RELIABLE)
+            node.create_subscription(RouterStatus, "router_status", self._on_router_status, qos.ROUTER_STATUS)
 
     def _on_decision(self, msg: Decision) -> None:
         self._latest_decision = max(self._latest_decision, stamp_to_sec(msg.header.stamp))
@@ -104,6 +105,7 @@ class BagPlayer:
 
     def _on_csr_status(self, msg: CsrStatus) -> None:
         """No periodic decision comes before the decision loop's next due time: no wait before it."""
+        self.handover.on_decision(msg.last_decision_id)   # the status may overtake the decision itself
         if msg.next_decision_due > 0:
             self._latest_decision = max(self._latest_decision, msg.next_decision_due - 1e-6)
             self._decision_event.set()
@@ -124,7 +126,7 @@ class BagPlayer:
         self._command_event.set()
 
     def _wait_command(self, t: float) -> float:
-        if self._command_stamp == -math.inf:      # the controller is not commanding yet
+        if not self.handover.router_reports:      # no active router in the graph
             return 0.0
         start = time.monotonic()
         while self._command_stamp < t - 1e-9 and time.monotonic() - start < self.control_lockstep_timeout:
@@ -132,6 +134,13 @@ class BagPlayer:
             self._command_event.clear()
         if self._command_stamp < t - 1e-9:
             self.result.control_timeouts += 1
+        return time.monotonic() - start
+
+    def _wait_for_router(self) -> float:
+        start = time.monotonic()
+        if not self.handover.wait_for_router(self.lockstep_timeout):
+            self.log(f"[player] no router_status within {self.lockstep_timeout:g} s: playing without "
+                     f"control lockstep until a router reports")
         return time.monotonic() - start
 
     def wait_for_subscribers(self, timeout: float, settle_s: float = 2.0) -> List[str]:
@@ -190,6 +199,7 @@ class BagPlayer:
         next_boundary = None
         last_clock = -math.inf
         events_played = 0
+        router_checked = False
         # Order by the messages' own stamps, a joint state before the other sensors of its time
         # (the simulator's order: a control tick at t sees the other sensors' previous samples).
         timeline = []
@@ -214,6 +224,9 @@ class BagPlayer:
                 if delay > 0:
                     time.sleep(delay)
             if self.control_lockstep_timeout > 0 and topic == self._joint_topic:
+                if not router_checked:
+                    router_checked = True
+                    paused += self._wait_for_router()
                 paused += self.handover.wait()
             if decoded is not None:
                 self.publishers[topic].publish(to_ros_message(decoded, self.classes[topic]))

@@ -7,13 +7,17 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
+from rosbags.highlevel import AnyReader
 
+from csr_llm_bringup.bags import typestore
 from csr_llm_bringup.compare import read_outputs
 from csr_llm_bringup.paths import config_dir
+from csr_llm_core.ros.stamps import stamp_to_sec
 
 pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
 
@@ -27,6 +31,26 @@ def golden_bag():
         result = subprocess.run(["make", "golden"], cwd=REPO, capture_output=True, text=True, timeout=900)
         assert result.returncode == 0 and list(GOLDEN.glob("*.mcap")), result.stdout[-3000:] + result.stderr[-2000:]
     return GOLDEN
+
+
+@dataclass
+class _DecisionOut:
+    decision_id: int
+    trigger: int
+    stamp: float
+
+
+def _decisions_and_statuses(bag: Path):
+    decisions, statuses = [], []
+    with AnyReader([bag], default_typestore=typestore()) as reader:
+        conns = [c for c in reader.connections if c.topic in ("/decision", "/csr_status")]
+        for conn, _t, raw in reader.messages(connections=conns):
+            msg = reader.deserialize(raw, conn.msgtype)
+            if conn.topic == "/decision":
+                decisions.append(_DecisionOut(msg.decision_id, msg.trigger, stamp_to_sec(msg.header.stamp)))
+            else:
+                statuses.append(msg)
+    return decisions, statuses
 
 
 def replay(tmp_path, *extra, bag=GOLDEN):
@@ -51,6 +75,14 @@ def test_golden_bag_replays_to_the_same_decisions_and_motor_commands(tmp_path):
     # releases the boundaries before its first decision) and the router held each before the next state
     assert re.search(r"decision lockstep waits \d+, timeouts 0;", result.stdout), result.stdout[-2000:]
     assert "control lockstep timeouts 0; decision handover timeouts 0" in result.stdout
+    # no status announced a due time past a periodic decision not yet published (a lockstepped peer
+    # would have run ahead of it), and each status names the newest decision out
+    decisions, statuses = _decisions_and_statuses(tmp_path / "out" / "bag")
+    assert statuses and any(st.next_decision_due > 0 for st in statuses)
+    for st in statuses:
+        late = [d for d in decisions if d.trigger == 0 and d.stamp < st.next_decision_due - 1e-6
+                and d.decision_id > st.last_decision_id]
+        assert not late, (st.next_decision_due, st.last_decision_id, late[:3])
     # the replay guards ASR: evictions, background rebuilds and swaps happened, at the same decisions
     reasoning_log = (tmp_path / "out" / "reasoning.log").read_text()
     assert reasoning_log.count("ASR swap") >= 2 and reasoning_log.count("evicted") >= 2, reasoning_log[-3000:]

@@ -1,4 +1,6 @@
 """Scenario engine and lockstep/pacing helpers (plain modules, no ROS)."""
+import threading
+
 import pytest
 
 from csr_llm_bringup.sim.lockstep import DecisionHandover, Lockstep, Pacer
@@ -179,6 +181,22 @@ def test_decision_handover_holds_the_next_state_until_the_router_has_every_decis
     assert handover.wait() == pytest.approx(0.5) and handover.timeouts == 1 and len(waited) == 5
     handover.on_router_status(3)
     assert not handover.pending()
+
+
+def test_the_control_lockstep_starts_only_once_the_router_reported_active():
+    wall = FakeWall()
+    handover = DecisionHandover(timeout=0.5, wall=wall)
+    waits = []
+    handover.event.wait = lambda _t: waits.append(setattr(wall, "t", wall.t + 0.25)) or False
+    assert not handover.wait_for_router(1.0) and wall.t == pytest.approx(1.0) and len(waits) == 4
+    # the router's activation status (latched: it arrives even if sent before the subscription)
+    handover.on_router_status(-1)
+    waits.clear()
+    assert handover.wait_for_router(1.0) and waits == []
+    # a stop request ends the wait at once
+    stop = threading.Event()
+    stop.set()
+    assert not DecisionHandover(wall=wall).wait_for_router(10.0, stop)
 
 
 def test_pacer_sleeps_when_ahead_and_never_when_real_time_factor_is_zero():

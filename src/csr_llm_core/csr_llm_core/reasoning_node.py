@@ -248,12 +248,15 @@ class ReasoningNode(Node):
                 self._next_due = (math.floor(stamp / self.period + 1e-9) + 1) * self.period
                 self._publish_status()      # a lockstepped sim need not wait for a decision before it
             elif stamp >= self._next_due - 1e-9:
-                due = self._next_due
-                while self._next_due <= stamp + 1e-9:
-                    self._next_due += self.period
-                if decide:
-                    self._decide(Decision.TRIGGER_PERIODIC, stamp=due)
-                    decided = True
+                # advanced only once the due decision is out: CsrStatus.next_decision_due tells a
+                # lockstepped peer that no decision before it will come, so it must not run ahead of one
+                try:
+                    if decide:
+                        self._decide(Decision.TRIGGER_PERIODIC, stamp=self._next_due)
+                        decided = True
+                finally:
+                    while self._next_due <= stamp + 1e-9:
+                        self._next_due += self.period
         if msg.kind == StateChunk.KIND_WATERMARK:
             return decided
         try:
@@ -303,7 +306,8 @@ class ReasoningNode(Node):
                         failovers=s["failovers"], refused_decisions=s["refused_decisions"],
                         down_resources=list(s["down_resources"]), dropped_chunks=self.chunk_faults.total,
                         backlog_chunks=len(self._chunks),
-                        next_decision_due=float(self._next_due or 0.0) if self.trigger_mode == "chunks" else 0.0)
+                        next_decision_due=float(self._next_due or 0.0) if self.trigger_mode == "chunks" else 0.0,
+                        last_decision_id=self.decision_id - 1)
         msg.header.stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(msg)
 

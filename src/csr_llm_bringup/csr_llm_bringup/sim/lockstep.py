@@ -109,6 +109,18 @@ class DecisionHandover:
     def pending(self) -> bool:
         return self.router_reports and self.accepted < self.seen
 
+    def wait_for_router(self, timeout: float, stop: Optional[threading.Event] = None) -> bool:
+        """Block until the router has reported once (it does on activation), up to `timeout` wall s.
+
+        Control lockstep holds from the first state only if the router ticks it: states sent before
+        it was active were ticked or skipped depending on start-up timing, and the skipped ones left
+        a different controller state (time steps, key phase) in every run."""
+        start = self._wall()
+        while not self.router_reports and self._wall() - start < timeout and not (stop is not None and stop.is_set()):
+            self.event.wait(0.01)
+            self.event.clear()
+        return self.router_reports
+
     def wait(self, stop: Optional[threading.Event] = None) -> float:
         """Block until the router holds every decision seen (or `timeout`: counted); wall s waited."""
         if not self.pending():

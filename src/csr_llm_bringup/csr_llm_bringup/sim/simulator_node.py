@@ -154,12 +154,12 @@ class SimulatorNode(Node):
         self.create_subscription(Twist, "cmd_vel", self._on_cmd_vel, RELIABLE)
         self.create_subscription(Decision, "decision", self._on_decision, RELIABLE)
         if self.lockstep.enabled:
-            self.create_subscription(CsrStatus, "csr_status",
-                                     lambda m: self.lockstep.on_schedule(m.next_decision_due), 10)
+            self.create_subscription(CsrStatus, "csr_status", self._on_csr_status, 10)
         if self.control_lockstep_timeout > 0:
             self.create_subscription(MotorCommand, "motor_command", self._on_motor_command, RELIABLE)
             self.create_subscription(RouterStatus, "router_status",
-                                     lambda m: self.handover.on_router_status(m.last_decision_id), RELIABLE)
+                                     lambda m: self.handover.on_router_status(m.last_decision_id),
+                                     qos.ROUTER_STATUS)
 
         self.get_logger().info(
             f"simulator: scenario={scenario.name if scenario else 'none'}, real_time_factor={self.rtf}, "
@@ -191,8 +191,8 @@ class SimulatorNode(Node):
         self._command_event.set()
 
     def _wait_for_command(self, t: float) -> None:
-        """Control lockstep: once a controller is commanding, wait for its tick at time t."""
-        if self._command_stamp < 0:
+        """Control lockstep: once a router reported active, wait for its tick at time t."""
+        if not self.handover.router_reports:
             return
         self.control_waits += 1
         deadline = time.monotonic() + self.control_lockstep_timeout
@@ -203,6 +203,10 @@ class SimulatorNode(Node):
                 return
             self._command_event.wait(min(remaining, 0.005))
             self._command_event.clear()
+
+    def _on_csr_status(self, msg: CsrStatus) -> None:
+        self.handover.on_decision(msg.last_decision_id)     # the status may overtake the decision itself
+        self.lockstep.on_schedule(msg.next_decision_due)
 
     def _on_decision(self, msg: Decision) -> None:
         self.handover.on_decision(msg.decision_id)
@@ -247,6 +251,10 @@ class SimulatorNode(Node):
                 return
             time.sleep(0.05)
         time.sleep(0.5)     # let the new subscriptions' discovery settle on both sides
+        if self.control_lockstep_timeout > 0 and not self.handover.wait_for_router(
+                max(0.0, deadline - time.monotonic()), self.stop_event):
+            self.get_logger().warning(f"no router_status within {self.start_timeout:g} s: starting without "
+                                      f"control lockstep until a router reports")
 
     def _loop(self) -> None:
         self._wait_for_graph()

@@ -29,6 +29,9 @@ CHUNK_STREAM = reliable(1000, transient_local=True)
 EVENTS = reliable(1000)
 # The simulator's scripted events stay available to nodes that start after them.
 SCENARIO_EVENTS = reliable(100, transient_local=True)
+# The router's status is latched: a lockstepped simulator or player that subscribes after the
+# router activated still learns at once that it ticks (and which decision it holds).
+ROUTER_STATUS = reliable(10, transient_local=True)
 # Decisions from the reasoning node: reliable, deep enough for a burst while the router starts.
 DECISIONS = reliable(1000)
 # Recording and replay: deep queues, a bag must not drop what a fast burst publishes.

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Iterator, List, Optional
+from typing import Iterable, Iterator, List, Optional
 
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.subscription import Subscription
 
 
 class BackgroundSpinner:
@@ -68,3 +69,17 @@ def spinning(num_threads: int = 1) -> Iterator[BackgroundSpinner]:
         yield spinner
     finally:
         spinner.shutdown()
+
+
+def take_waiting(subscriptions: Iterable[Subscription]) -> int:
+    """Run each subscription's callback on every message already waiting in its reader; returns
+    how many. An executor takes one message per reader per wait, so a burst on one topic (one
+    Temperature per motor) can straddle a message that follows it on another: a callback that must
+    see everything published before it (a lockstepped control tick) takes the rest first."""
+    taken = 0
+    for sub in subscriptions:
+        with sub.handle:
+            while (message := sub.handle.take_message(sub.msg_type, sub.raw)) is not None:
+                sub.callback(message[0])
+                taken += 1
+    return taken
