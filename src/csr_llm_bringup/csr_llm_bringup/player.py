@@ -134,6 +134,9 @@ class BagPlayer:
             self._command_event.clear()
         if self._command_stamp < t - 1e-9:
             self.result.control_timeouts += 1
+            if self.result.control_timeouts <= 3:
+                self.log(f"[player] no motor_command for the state at t={t:.3f} s within "
+                         f"{self.control_lockstep_timeout:g} s (newest {self._command_stamp:.3f} s); continuing")
         return time.monotonic() - start
 
     def _wait_for_router(self) -> float:

@@ -38,6 +38,7 @@ class RecorderNode(Node):
         self.faults = FaultLog(self.get_logger().warning)
         self.stats = RunStats()
         self._lock = threading.Lock()
+        self._closed = True         # until the bag is open: a failed start has nothing to close
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.bag_path = self.run_dir / "bag"
         self.writer = open_writer(self.bag_path, self.storage)

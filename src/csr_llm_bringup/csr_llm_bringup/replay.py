@@ -24,6 +24,9 @@ from .runner import GraphRunner
 
 INPUT_TOPICS = ["/joint_states", "/imu", "/odom", "/gripper/wrench", "/motor_temperature", "/proximity", "/zone",
                 "/events", "/vision_features", "/detected_objects"]
+# wall s the player waits for the router's tick of each state, as the sim profile's simulator does
+# (a safety valve for a dead router: a loaded 2-core CI machine once starved a live one for > 0.5 s)
+CONTROL_LOCKSTEP_TIMEOUT = 2.0
 OUTPUT_TOPICS = ["/decision", "/motor_command", "/state_chunks", "/csr_status", "/router_status", "/cmd_vel",
                  "/arm_controller/commands", "/decision_request"]
 DEFAULT_TOLERANCES = {"arm_shoulder_pan": 2.0, "arm_shoulder_lift": 3.0, "arm_elbow": 2.0, "arm_wrist": 1.0,
@@ -56,7 +59,8 @@ def replay(bag: Path, out_dir: Path, *, profile: str = "replay", rate: float = 1
                 run_dir=str(out_dir), topics=OUTPUT_TOPICS, status_period=0.0, report=False))
             player = BagPlayer(spinner.create(Node, "bag_player"), bag, report, topics=inputs, rate=rate,
                                lockstep_period=lockstep if start_graph else 0.0,
-                               control_lockstep_timeout=0.5 if start_graph and lockstep > 0 else 0.0, log=log)
+                               control_lockstep_timeout=CONTROL_LOCKSTEP_TIMEOUT if start_graph and lockstep > 0
+                               else 0.0, log=log)
             for topic, reason in player.result.skipped.items():
                 log(f"skipped {topic}: {reason}")
             if start_graph:
