@@ -83,6 +83,13 @@ def test_golden_bag_replays_to_the_same_decisions_and_motor_commands(tmp_path):
         late = [d for d in decisions if d.trigger == 0 and d.stamp < st.next_decision_due - 1e-6
                 and d.decision_id > st.last_decision_id]
         assert not late, (st.next_decision_due, st.last_decision_id, late[:3])
+    # the recording holds no zero-stamped state: a zero stamp reads as unstamped, and the replay
+    # then ticked it at a time set by when the recorder happened to receive it
+    with AnyReader([GOLDEN], default_typestore=typestore()) as reader:
+        conns = [c for c in reader.connections if c.topic == "/joint_states"]
+        stamps = [stamp_to_sec(reader.deserialize(raw, c.msgtype).header.stamp)
+                  for c, _t, raw in reader.messages(connections=conns)]
+    assert stamps and min(stamps) > 0
     # the replay guards ASR: evictions, background rebuilds and swaps happened, at the same decisions
     reasoning_log = (tmp_path / "out" / "reasoning.log").read_text()
     assert reasoning_log.count("ASR swap") >= 2 and reasoning_log.count("evicted") >= 2, reasoning_log[-3000:]

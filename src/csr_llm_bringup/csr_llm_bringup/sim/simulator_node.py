@@ -266,7 +266,9 @@ class SimulatorNode(Node):
         e_camera = every["camera_hz"]
         self._set_stamp()
         self.pub_clock.publish(self.msg_clock)
-        sensors.publish_state()
+        # no sensor message at t = 0: a zero header stamp reads as "unstamped" (the player then
+        # places it by its bag time, the router by its clock), so a replay ticked it at a time that
+        # depended on when the recorder received it; the first samples follow at their rates
         stop = self.stop_event
         last_clock_wall = last_state_wall = 0.0
         while not stop.is_set():
