@@ -71,6 +71,9 @@ def cmd_replay(args) -> int:
     for text in args.set or []:
         add_override(overrides, text)
     out = Path(args.out) if args.out else new_run_dir(Path(args.runs_dir))
+    if (out / "bag").exists():      # refused before any node starts (the bag writer never overwrites)
+        print(f"csr-llm: error: {out / 'bag'} exists already: give --out a new folder", file=sys.stderr)
+        return 2
     try:
         outcome = replay(Path(args.bag), out, profile=args.profile, rate=args.rate, lockstep=args.lockstep,
                          golden=Path(args.golden) if args.golden else None, tolerances=tolerances,

@@ -136,3 +136,12 @@ def test_a_truncated_bag_is_a_clear_error_not_a_crash(tmp_path):
     assert result.returncode == 2
     assert f"csr-llm: error: bag {broken}: cannot be opened" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_output_folder_that_holds_a_bag_is_refused_before_any_node_starts(tmp_path):
+    (tmp_path / "out" / "bag").mkdir(parents=True)
+    result = subprocess.run([sys.executable, "-m", "csr_llm_bringup.cli", "replay", str(GOLDEN),
+                             "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert f"csr-llm: error: {tmp_path / 'out' / 'bag'} exists already" in result.stderr
+    assert "Traceback" not in result.stderr and "[runner] started" not in result.stdout
