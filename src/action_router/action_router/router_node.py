@@ -29,24 +29,23 @@ from rclpy.executors import Executor, MultiThreadedExecutor, SingleThreadedExecu
 from rclpy.lifecycle import LifecycleNode, State, TransitionCallbackReturn
 
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import Twist, WrenchStamped
-from nav_msgs.msg import Odometry
-from sensor_msgs.msg import Image, Imu, JointState, Range, Temperature
-from std_msgs.msg import Float32MultiArray, Float64MultiArray, Header, String
+from geometry_msgs.msg import Twist
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, Header, String
 
 from csr_llm_core.ros import qos
-from csr_llm_core.ros.geometry import yaw_from_quaternion
 from csr_llm_core.ros.intent_args import arguments_to_dict
 from csr_llm_core.ros.node import run_lifecycle_node, stamp_or_now
 from csr_llm_core.realtime import pin_threads, raise_priority
 from csr_llm_core.ros.params import declare_all, parameter_values
 from csr_llm_core.ros.spin import take_waiting
-from csr_llm_msgs.msg import Decision, DetectedObjects, MotorCommand, RouterStatus
+from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
 
-from .camera_features import CameraFeatures, depth_from_image
+from .camera_features import CameraFeatures
 from .params import DEFAULTS, description_defaults, make_config, robot_description
 from .router import Router
 from .router_messages import motor_command_message, router_status_message
+from .router_sensors import RouterSensors
 from .zones import DEFAULT_ZONES, PREFIX as ZONE_PREFIX
 
 
@@ -95,6 +94,7 @@ class RouterNode(LifecycleNode):
         self._last_twist_time = 0.0
         self._logged_inactive = False
         self._camera: Optional[CameraFeatures] = None
+        self._sensors = RouterSensors(lambda: self.router, lambda: self._camera, self._sensor_time, self._now)
 
     # ------------------------------------------------------------------ helpers
     def _now(self) -> float:
@@ -145,33 +145,13 @@ class RouterNode(LifecycleNode):
             "request": self.create_lifecycle_publisher(String, "decision_request", reliable),
             "sound": self.create_lifecycle_publisher(String, "sound", reliable),
         }
-        g = self._sensor_group
-        self._subs = [
-            # latest value only: a controller must never work through a backlog of old states
-            self.create_subscription(Imu, "imu", self._on_imu, qos.SENSORS, callback_group=g),
-            self.create_subscription(Odometry, "odom", self._on_odom, reliable, callback_group=g),
-            self.create_subscription(WrenchStamped, "gripper/wrench", self._on_wrench, qos.SENSORS,
-                                     callback_group=g),
-            self.create_subscription(Temperature, "motor_temperature", self._on_temperature, reliable,
-                                     callback_group=g),
-            self.create_subscription(Range, "proximity", self._on_proximity, qos.SENSORS,
-                                     callback_group=g),
-            self.create_subscription(String, "zone", self._on_zone, reliable, callback_group=g),
-            self.create_subscription(Decision, "decision", self._on_decision, reliable, callback_group=g),
-            self.create_subscription(DetectedObjects, "detected_objects", self._on_objects, reliable,
-                                     callback_group=g),
-        ]
-        if source == "features":
-            self._subs.append(self.create_subscription(Float32MultiArray, "vision_features", self._on_vision,
-                                                       qos.best_effort(5), callback_group=g))
-        elif source == "camera":
-            self._subs.append(self.create_subscription(Image, str(cfg["camera_topic"]), self._on_depth,
-                                                       qos.SENSORS, callback_group=g))
+        self._subs = self._sensors.subscribe(self, self._sensor_group, source, str(cfg["camera_topic"]),
+                                             self._on_decision)
         # created last: a state that is ready together with other sensors' samples or a decision
         # (one executor wait) ticks after them, as it does when they arrived first
         self._samples = [s for s in self._subs if s.msg_type is not Decision]   # taken before a lockstepped tick
         self._subs.append(self.create_subscription(JointState, "joint_states", self._on_joint_state, qos.LATEST,
-                                                   callback_group=g))
+                                                   callback_group=self._sensor_group))
         self._effort_msg = Float64MultiArray()
         self._motor_msg = MotorCommand(joint_names=list(r.joints))
         self.get_logger().info(
@@ -359,66 +339,6 @@ class RouterNode(LifecycleNode):
             self._on_control(t if self._stamp_with_state else None)   # each tick sees exactly this state
             if self._timer_fills_gaps and self._control_timer is not None:
                 self._control_timer.reset()     # re-armed: fires only after a period without a state
-
-    def _on_imu(self, msg: Imu) -> None:
-        r = self.router
-        if r is not None:
-            a, w = msg.linear_acceleration, msg.angular_velocity
-            r.set_imu((a.x, a.y, a.z), (w.x, w.y, w.z), self._sensor_time(msg.header))
-
-    def _on_odom(self, msg: Odometry) -> None:
-        r = self.router
-        if r is not None:
-            p = msg.pose.pose
-            try:
-                yaw = yaw_from_quaternion(p.orientation)
-            except (ValueError, OverflowError):
-                yaw = math.nan
-            r.set_odom(p.position.x, p.position.y, yaw, msg.twist.twist.linear.x, msg.twist.twist.angular.z,
-                       self._sensor_time(msg.header))
-
-    def _on_wrench(self, msg: WrenchStamped) -> None:
-        r = self.router
-        if r is not None:
-            f = msg.wrench.force
-            r.set_wrench((f.x, f.y, f.z), self._sensor_time(msg.header))
-
-    def _on_temperature(self, msg: Temperature) -> None:
-        r = self.router
-        if r is not None:
-            r.set_temperature(msg.header.frame_id, msg.temperature, self._sensor_time(msg.header))
-
-    def _on_proximity(self, msg: Range) -> None:
-        r = self.router
-        if r is not None:
-            r.set_proximity(msg.range, self._sensor_time(msg.header))
-
-    def _on_zone(self, msg: String) -> None:
-        r = self.router
-        if r is not None:
-            r.set_zone(msg.data)
-
-    def _on_vision(self, msg: Float32MultiArray) -> None:
-        r = self.router
-        if r is not None:
-            r.set_vision(msg.data, self._now())
-
-    def _on_depth(self, msg: Image) -> None:
-        r, camera = self.router, self._camera
-        if r is None or camera is None:
-            return
-        depth, why = depth_from_image(msg.encoding, msg.height, msg.width, msg.step, bool(msg.is_bigendian),
-                                      msg.data)
-        if depth is None:
-            r.faults.record("depth_image", why)
-            return
-        camera.submit(depth, self._sensor_time(msg.header))
-
-    def _on_objects(self, msg: DetectedObjects) -> None:
-        r = self.router
-        if r is not None:
-            positions = [(p.position.x, p.position.y, p.position.z) for p in msg.poses]
-            r.set_objects(list(msg.names), positions, msg.header.frame_id, self._sensor_time(msg.header))
 
     def _on_decision(self, msg: Decision) -> None:
         r = self.router
