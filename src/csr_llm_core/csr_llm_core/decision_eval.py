@@ -143,11 +143,22 @@ def best_constant(probes: Sequence[Probe], intents: Sequence[str]) -> Tuple[str,
     return name, scores[name]
 
 
+def offline_config(engine):
+    """The reasoner settings for offline decisions on a scripted stream (evaluation, adapter training).
+
+    Every decision sees every chunk said before it: the live node appends between decisions, but
+    here nothing does, and with `decide_on_cached` the prefix would lag the stream by up to
+    `max_uncached_tokens` (the suffix's events would be newer than the state the model reads)."""
+    from .reasoner import ReasonerConfig
+    return ReasonerConfig(tau_mem=engine.n_ctx - 256, mode="sync", suffix_reserve=128, max_chunk_tokens=512,
+                          decide_on_cached=False)
+
+
 def evaluate(engine, catalogue: IntentCatalogue, template, streams: Mapping[str, Tuple[str, Stream]],
              log=None) -> List[Outcome]:
     """Run every stream through a fresh Reasoner (sync mode) on `engine`; the head stays cached."""
-    from .reasoner import Reasoner, ReasonerConfig
-    config = ReasonerConfig(tau_mem=engine.n_ctx - 256, mode="sync", suffix_reserve=128, max_chunk_tokens=512)
+    from .reasoner import Reasoner
+    config = offline_config(engine)
     outcomes, grammar = [], None
     for name, (category, stream) in streams.items():
         reasoner = Reasoner([engine], catalogue, template if grammar is None else replace(template, calibrate=False),

@@ -29,6 +29,11 @@ from .decision_training import GENERATOR_VERSION, generate
 from .intent_adapter import DEFAULT_ADAPTER, IntentAdapter, accuracy, fit, head_digest
 
 
+# how probes are decided (part of the features cache key): 2 = on a prefix holding every chunk said
+# before the probe (1 let it lag by up to max_uncached_tokens)
+RECORDING_VERSION = 2
+
+
 class _Recorded(Exception):
     """Ends a training decode once the intent's first token is reached (the rest is not needed)."""
 
@@ -55,9 +60,10 @@ def record(engine, catalogue: IntentCatalogue, template, streams: Sequence[Tuple
            progress: bool = True) -> dict:
     """Hidden states, base log-probs, accepted sets and episode index for every probe (the decode
     stops at the intent's first token: the engine rolls the suffix back as after any decision)."""
-    from .reasoner import Reasoner, ReasonerConfig
+    from .decision_eval import offline_config
+    from .reasoner import Reasoner
     template = replace(template, calibrate=False, intent_adapter="")
-    config = ReasonerConfig(tau_mem=engine.n_ctx - 256, mode="sync", suffix_reserve=128, max_chunk_tokens=512)
+    config = offline_config(engine)
     intents = catalogue.names
     recorder = None
     accept, episode = [], []
@@ -119,7 +125,7 @@ def main(argv=None) -> int:
     template = PromptTemplate.from_mapping(yaml.safe_load((args.config_dir / "prompt.yaml").read_text()))
     engine = LlamaEngine(args.model_path, n_ctx=4096, n_threads=args.n_threads, name="adapter")
     head = engine.tokenize(template.head_text(catalogue), bos=True)
-    key = {"episodes": args.episodes, "seed": args.seed, "generator": GENERATOR_VERSION,
+    key = {"episodes": args.episodes, "seed": args.seed, "generator": GENERATOR_VERSION, "recording": RECORDING_VERSION,
            "head_sha256": head_digest(head), "model_sha256": model_checksum(engine.model_path)}
     started = time.perf_counter()
     data = _cached(args.features, key)

@@ -168,3 +168,21 @@ def test_bundled_adapter_loads_for_the_shipped_prompt_and_keeps_csr_equal_to_rec
     assert "another prompt head" in caplog.text
     assert reasoner.decide().result.decision.intent in catalogue
     reasoner.close()
+
+
+def test_offline_decisions_read_every_chunk_said_before_the_probe(engines, catalogue):
+    """Training and evaluation decide on the whole stream so far (no node appends between their
+    decisions: a prefix lagging the suffix's events would teach the adapter another situation)."""
+    import yaml
+    from csr_llm_core.decision_eval import evaluate
+    from csr_llm_core.prompt import chunk_line
+    template = replace(PromptTemplate.from_mapping(yaml.safe_load((CONFIG / "prompt.yaml").read_text())),
+                       calibrate=False, intent_adapter="")
+    cached, _ = engines
+    name, stream = generate(1, seed=14)[0]      # ~1K tokens of chunks: no eviction
+    head = cached.tokenize(template.head_text(catalogue), bos=True)
+    outcomes = evaluate(cached, catalogue, template, {name: ("generated", stream)})
+    assert len(outcomes) == len(stream.probes) >= 2
+    for outcome, (position, _) in zip(outcomes, stream.probes):
+        said = sum(len(cached.tokenize(chunk_line(c.text))) for c in stream.chunks[:position])
+        assert outcome.prefix_tokens == len(head) + said, (position, outcome.prefix_tokens, len(head) + said)
