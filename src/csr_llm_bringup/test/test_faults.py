@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from std_msgs.msg import Float64MultiArray, String
 from csr_llm_msgs.msg import CsrStatus, Decision, IntentArgument, MotorCommand, RouterStatus, StateChunk
 from csr_llm_core.ros import qos
 from csr_llm_core.ros.spin import spinning
-from csr_llm_core.ros.testing import start_node, stop_node, wait_for
+from csr_llm_core.ros.testing import JointStream, print_recovery, start_node, stop_node, wait_for
 
 pytestmark = [pytest.mark.dds, pytest.mark.slow]
 
@@ -41,42 +40,11 @@ def fault_kinds(output: str) -> dict:
     return counts
 
 
-def print_recovery(title: str, recovery: dict) -> None:
-    """The measured recovery times (shown with pytest -s)."""
-    print("\n" + title)
-    for what, seconds in recovery.items():
-        print(f"  {what:32s} {1000 * seconds:7.1f} ms")
-
-
 def assert_logs_are_bounded(output: str, max_line: int = 2000) -> None:
     kinds = fault_kinds(output)
     assert kinds and all(n == 1 for n in kinds.values()), kinds          # one line per kind
     longest = max((len(line) for line in output.splitlines()), default=0)
     assert longest < max_line, f"a log line of {longest} characters"
-
-
-class JointStream:
-    """Joint states at `hz` on the node clock from a background thread (the robot's normal input)."""
-
-    def __init__(self, node, hz: float = 100.0):
-        self.pub = node.create_publisher(JointState, "joint_states", qos.COMMANDS)
-        self.node, self.period, self.stop = node, 1.0 / hz, threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        msg = JointState(name=JOINTS, position=[0.1] * 5, velocity=[0.0] * 5)
-        while not self.stop.is_set():
-            msg.header.stamp = self.node.get_clock().now().to_msg()
-            self.pub.publish(msg)
-            time.sleep(self.period)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join(timeout=2)
 
 
 def stamped(msg, node, offset_s: float = 0.0):
@@ -96,7 +64,7 @@ def test_aggregator_survives_hostile_sensors_and_an_event_flood():
             imu = node.create_publisher(Imu, "imu", qos.COMMANDS)
             temperature = node.create_publisher(Temperature, "motor_temperature", qos.COMMANDS)
             wrench = node.create_publisher(WrenchStamped, "gripper/wrench", qos.COMMANDS)
-            with JointStream(node) as joints:
+            with JointStream(node, JOINTS) as joints:
                 assert wait_for(lambda: events.get_subscription_count() > 0 and
                                 any(c.kind == StateChunk.KIND_WATERMARK for c in chunks), 30), "no chunk stream"
 
@@ -192,7 +160,7 @@ def test_router_survives_hostile_decisions_and_sensors_within_limits():
             node.create_subscription(Float64MultiArray, "arm_controller/commands",
                                      lambda m: efforts.append(list(m.data)), qos.reliable(200))
             decisions = node.create_publisher(Decision, "decision", qos.DECISIONS)
-            with JointStream(node) as joints:
+            with JointStream(node, JOINTS) as joints:
                 assert wait_for(lambda: len(commands) > 50 and decisions.get_subscription_count() > 0, 30), \
                     "no motor commands from the router"
 

@@ -43,3 +43,38 @@ def stop_node(process: subprocess.Popen, timeout: float = 30.0) -> Tuple[int, st
         process.kill()
         out, _ = process.communicate()
     return process.returncode, out or ""
+
+
+def print_recovery(title: str, recovery: dict) -> None:
+    """Measured recovery times, name -> seconds (shown with pytest -s)."""
+    print("\n" + title)
+    for what, seconds in recovery.items():
+        print(f"  {what:40s} {1000 * seconds:9.1f} ms")
+
+
+class JointStream:
+    """Joint states (all at `position`) at `hz` on the node clock from a background thread: a robot's
+    normal input while a test injects faults. Use as a context manager."""
+
+    def __init__(self, node, joints: Sequence[str], hz: float = 100.0, position: float = 0.1):
+        import threading
+        from sensor_msgs.msg import JointState
+        from . import qos
+        self.pub = node.create_publisher(JointState, "joint_states", qos.COMMANDS)
+        self.msg = JointState(name=list(joints), position=[position] * len(joints), velocity=[0.0] * len(joints))
+        self.node, self.period, self.stop = node, 1.0 / hz, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.msg.header.stamp = self.node.get_clock().now().to_msg()
+            self.pub.publish(self.msg)
+            time.sleep(self.period)
+
+    def __enter__(self) -> "JointStream":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(timeout=2)

@@ -1,0 +1,170 @@
+"""kill -9 inside the running graph (the `robot` profile under `csr-llm run`, the real model, real DDS).
+
+One run, three faults in turn, each with its recovery time printed (pytest -s):
+
+1. the reasoning node is killed while a task runs: the router finds the decision stream lost within
+   its `decision_timeout_s` and ramps to the safe stop (zero effort); the runner reports the death
+   and restarts the node (`--restart reasoning`), which warm-starts from its checkpoint and decides
+   again, and the router runs the new decision;
+2. the router is killed: the runner reports it and stops the graph with exit 1 (its last command
+   staying applied is the motor controller's to handle: README, "Safety"); the others exit 0;
+3. the saved state is corrupted between runs: the next reasoning node refuses the KV file (checksum),
+   recomputes the prefix from the saved chunks and decides on them.
+"""
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from rclpy.node import Node
+
+from std_msgs.msg import String
+from csr_llm_msgs.msg import CsrStatus, Decision, MotorCommand, RouterStatus
+from csr_llm_core.ros import qos
+from csr_llm_core.ros.spin import spinning
+from csr_llm_core.ros.testing import JointStream, print_recovery, start_node, stop_node, wait_for
+
+pytestmark = [pytest.mark.dds, pytest.mark.slow]
+
+CONFIG = Path(__file__).resolve().parents[3] / "config"
+JOINTS = ["arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper"]
+DECISION_TIMEOUT_S = 5.0            # config/action_router.yaml
+RAMP_S = 0.2                        # failsafe_ramp_s (params.py DEFAULTS)
+
+
+class RunnerOutput:
+    """`csr-llm run` in a child process, its output collected line by line by a thread."""
+
+    def __init__(self, args):
+        self.proc = subprocess.Popen([sys.executable, "-m", "csr_llm_bringup.cli", "run", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        self.lines = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def pid(self, node: str, nth: int = 0) -> int:
+        return [int(p) for p in re.findall(rf"(?:started|restarted) /{node} .*?pid (\d+)\)", self.text())][nth]
+
+    def finish(self, timeout: float = 60.0) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGINT)
+            return self.proc.wait(timeout=30)
+        finally:
+            self.thread.join(timeout=5)
+
+
+def flip_bytes(path: Path, count: int = 4096) -> None:
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + count] = bytes(b ^ 0xFF for b in data[middle:middle + count])
+    path.write_bytes(bytes(data))
+
+
+def test_killed_reasoning_node_and_router_inside_the_running_graph(tmp_path):
+    state_dir = tmp_path / "state"
+    runner = RunnerOutput(["--profile", "robot", "--runs-dir", str(tmp_path / "runs"), "--restart", "reasoning",
+                           "--set", "action_router.autostart=true", "--set", f"reasoning.state_dir={state_dir}",
+                           "--set", "reasoning.checkpoint_period_s=1.0", "--set", "reasoning.status_hz=5.0",
+                           "--set", f"reasoning.archive_path={tmp_path / 'archive.jsonl'}"])
+    decisions, statuses, commands, recovery = [], [], [], {}
+    try:
+        with spinning() as spinner:
+            node = spinner.create(Node, "graph_fault_driver")
+            node.create_subscription(Decision, "decision", lambda m: decisions.append((time.monotonic(), m)),
+                                     qos.DECISIONS)
+            node.create_subscription(RouterStatus, "router_status", statuses.append, qos.ROUTER_STATUS)
+            node.create_subscription(MotorCommand, "motor_command",
+                                     lambda m: commands.append((time.monotonic(), m)), qos.reliable(200))
+            events = node.create_publisher(String, "events", qos.EVENTS)
+            with JointStream(node, JOINTS):
+                # the model decides on an operator's order; the router runs it
+                deadline = time.monotonic() + 150
+                while time.monotonic() < deadline and not decisions and runner.proc.poll() is None:
+                    if events.get_subscription_count() > 0:
+                        events.publish(String(data="operator: please open the door"))
+                    wait_for(lambda: decisions, 3)
+                assert decisions, "no decision from the graph\n" + runner.text()[-4000:]
+                assert wait_for(lambda: statuses and statuses[-1].active_intent != "", 20), runner.text()[-3000:]
+                assert wait_for(lambda: (state_dir / "csr_state.json").exists(), 10), "no checkpoint written"
+                time.sleep(1.2)                              # one more checkpoint period: the order is saved
+                running = statuses[-1].active_intent
+                failsafes = statuses[-1].failsafe_count
+
+                # 1. kill -9 of the reasoning node while `running` runs
+                killed_at = time.monotonic()
+                os.kill(runner.pid("reasoning"), signal.SIGKILL)
+                assert wait_for(lambda: statuses[-1].failsafe_count > failsafes, DECISION_TIMEOUT_S + 3, step=0.01), \
+                    f"the router kept running {running!r} without decisions\n" + runner.text()[-3000:]
+                safe_at = time.monotonic()
+                recovery["reasoning killed -> router fail-safe"] = safe_at - killed_at
+                assert wait_for(lambda: commands and commands[-1][0] > safe_at + RAMP_S + 0.1, 5)
+                stopped = [m for t, m in commands if t > safe_at + RAMP_S + 0.1]
+                assert stopped and all(m.execution_state == MotorCommand.EXEC_STOPPED and not any(m.effort)
+                                       for m in stopped[:50]), stopped[0]
+                recovery["fail-safe -> zero effort"] = next(
+                    t for t, m in commands if t > safe_at and m.execution_state == MotorCommand.EXEC_STOPPED) - safe_at
+                assert wait_for(lambda: "restarted /reasoning" in runner.text(), 30), runner.text()[-3000:]
+                assert wait_for(lambda: decisions[-1][0] > killed_at, 120), runner.text()[-3000:]
+                back_at = decisions[-1][0]
+                recovery["reasoning killed -> next decision"] = back_at - killed_at
+                assert wait_for(lambda: statuses[-1].active_intent != "" and statuses[-1].failsafe_count
+                                == failsafes + 1, 10), statuses[-1]       # re-armed: the new decision runs
+
+                # 2. kill -9 of the router: the runner reports it and stops the graph
+                os.kill(runner.pid("action_router"), signal.SIGKILL)
+                rc = runner.finish(timeout=90)
+    finally:
+        if runner.proc.poll() is None:
+            runner.proc.send_signal(signal.SIGINT)
+            runner.finish()
+    out = runner.text()
+    assert "[runner] /reasoning exited unexpectedly with code -9; restarting in 1 s (1/5)" in out, out[-4000:]
+    assert re.search(r"\[reasoning\].*warm restart from .*KV recomputed", out), out[-4000:]
+    assert "no decision for 5 s: reasoning node lost?" in out
+    assert re.search(r"\[runner\] /action_router exited unexpectedly with code -9", out), out[-4000:]
+    assert rc == 1, out[-3000:]
+    codes = re.search(r"exit codes: (\{.*\})", out).group(1)
+    assert "'aggregator': 0" in codes and "'reasoning': 0" in codes and "'recorder': 0" in codes, codes
+    for _, cmd in commands:
+        assert all(math.isfinite(v) and abs(v) <= lim + 1e-9 for v, lim in zip(cmd.effort, cmd.effort_limit))
+
+    # 3. the clean stop saved the KV cache; corrupt it: refused, the prefix recomputed, decisions go on
+    saved = state_dir / "kv_state.bin"
+    assert saved.exists(), out[-3000:]
+    flip_bytes(saved)
+    started = time.monotonic()
+    reasoning = start_node("csr_llm_core.reasoning_node", f"intents_file:={CONFIG / 'intents.yaml'}",
+                           f"prompt_file:={CONFIG / 'prompt.yaml'}", f"state_dir:={state_dir}",
+                           "decision_hz:=2.0", "status_hz:=5.0", f"archive_path:={tmp_path / 'archive.jsonl'}")
+    later, csr = [], []
+    try:
+        with spinning() as spinner:
+            node = spinner.create(Node, "corrupt_state_watcher")
+            node.create_subscription(Decision, "decision", later.append, qos.DECISIONS)
+            node.create_subscription(CsrStatus, "csr_status", csr.append, qos.COMMANDS)
+            assert wait_for(lambda: later or reasoning.poll() is not None, 90), "no decision after a corrupt state"
+            recovery["corrupt KV file -> first decision"] = time.monotonic() - started
+            assert wait_for(lambda: csr, 10)
+    finally:
+        rc2, out2 = stop_node(reasoning)
+    print_recovery("graph recovery (kill -9, corrupt saved state):", recovery)
+    assert rc2 == 0 and later, out2[-3000:]
+    assert "does not match its checksum" in out2 and "the prefix will be recomputed" in out2, out2[-3000:]
+    assert csr[-1].chunk_count > 0, csr[-1]                 # the saved chunks kept, their KV recomputed
+    assert recovery["reasoning killed -> router fail-safe"] <= DECISION_TIMEOUT_S + 1.0 + 0.5
