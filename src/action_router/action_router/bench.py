@@ -42,9 +42,11 @@ What is measured, in one run:
   from its commands' source timestamps (p50, std = the loop jitter, p99, max, late ticks);
   ``loop_hz``: that node's own rate (RouterStatus.loop_hz, median).
 * ``under_load``: the router as configured while a reasoning-like load (``csr_llm_core.decision_load``:
-  the bundled model deciding back to back in another process) shares the machine, once with no
-  placement and once with the load on the first CPU and the router (``cpu_affinity``) on the last:
-  loop rate, e2e latency and the load's decisions per second, side by side.
+  the bundled model deciding back to back in another process, a second context rebuilding its
+  prefix meanwhile, as ASR's secondary does) shares the machine: with no
+  placement; with the load on the first CPU and the router (``cpu_affinity``) and the joint-state
+  publisher on the last; and so pinned with the router's control thread at SCHED_FIFO
+  (``control_priority`` 50): loop rate, e2e latency and the load's decisions per second, side by side.
 """
 from __future__ import annotations
 
@@ -243,7 +245,9 @@ def table(res: dict) -> str:
         rows.append(("timer loop rate (node)", f"{res['loop_hz'] or 0:.1f} Hz", ">= 990 Hz"))
     for name, run in (res.get("under_load") or {}).items():
         rows.append((f"under load, {name}: loop / e2e p99 / load", f"{run['loop_hz'] or 0:.0f} Hz / "
-                     f"{run['e2e_us']['p99']:.0f} us / {run['load_decisions_per_s']:.1f} decisions/s", ""))
+                     f"{run['e2e_us']['p99']:.0f} us / {run['load_decisions_per_s']:.1f} decisions/s + "
+                     f"{run.get('load_rebuilds_per_s', 0.0):.2f} rebuilds/s",
+                     ">= 990 Hz" if name == "pinned_fifo" else ""))
     w = max(len(r[0]) for r in rows)
     w2 = max(len(r[1]) for r in rows)
     lines = [f"{'metric':<{w}}  {'value':<{w2}}  goal", "-" * (w + w2 + 20)]
@@ -306,10 +310,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"[bench-router] DDS part failed: {exc}", file=sys.stderr)
         if not args.no_load:
             res["under_load"] = {}
-            for name, pinned in (("unpinned", False), ("pinned", True)):
+            for name in bench_dds.PLACEMENTS:
                 print(f"[bench-router] under a reasoning load ({name}) for {args.load_seconds:g} s ...", flush=True)
                 try:
-                    run = bench_dds.run_under_load(args.load_seconds, pinned)
+                    run = bench_dds.run_under_load(args.load_seconds, name)
                     res["under_load"][name] = dict(run, e2e_us=run["latency_us"])
                 except Exception as exc:  # noqa: BLE001 - report, do not hide
                     res["detail"][f"load_{name}_error"] = f"{type(exc).__name__}: {exc}"

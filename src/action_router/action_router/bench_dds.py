@@ -78,9 +78,10 @@ def echo_command() -> List[str]:
 
 
 def measure(target: List[str], seconds: float, *, decide: bool, discovery_timeout: float = 30.0,
-            rate_hz: float = 1000.0) -> dict:
+            rate_hz: float = 1000.0, publisher_cpus: str = "") -> dict:
     """Start ``target``, publish stamped joint states at rate_hz, measure for ``seconds``: raw
-    per-stamp latencies, publish delays and command intervals (us), and the rates."""
+    per-stamp latencies, publish delays and command intervals (us), and the rates. ``publisher_cpus``
+    pins the publishing thread (the robot's sensor driver) to those CPUs."""
     from csr_llm_core.ros.dds_env import localhost_dds_env
     localhost_dds_env()
     from rclpy.node import Node
@@ -88,6 +89,7 @@ def measure(target: List[str], seconds: float, *, decide: bool, discovery_timeou
     from csr_llm_core.ros import qos
     from csr_llm_core.ros.spin import spinning
     from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
+    from csr_llm_core.realtime import pin_threads
     from .params import make_config
 
     log = tempfile.TemporaryFile(mode="w+")     # a pipe nobody reads could fill and stall the target
@@ -121,6 +123,8 @@ def measure(target: List[str], seconds: float, *, decide: bool, discovery_timeou
             dec_pub = node.create_publisher(Decision, "decision", qos.DECISIONS)
 
             def publish() -> None:
+                if publisher_cpus:
+                    pin_threads(publisher_cpus)        # this thread only (it starts none)
                 msg = JointState(name=list(joints), position=[0.0] * len(joints), velocity=[0.0] * len(joints))
                 period = 1.0 / rate_hz
                 nxt = time.monotonic()
@@ -222,25 +226,40 @@ def run_side_by_side(seconds: float, rounds: int, log=print) -> Dict[str, dict]:
     return {name: summarise_runs(runs) for name, runs in raw.items()}
 
 
-def run_under_load(seconds: float, pinned: bool, extra: Optional[List[str]] = None) -> dict:
-    """The router as configured, measured while csr_llm_core.decision_load runs; pinned: load on the
-    first CPU, router on the last."""
+# placement -> (load and control on separate CPUs, the router's control_priority)
+PLACEMENTS: Dict[str, Tuple[bool, int]] = {"unpinned": (False, 0), "pinned": (True, 0), "pinned_fifo": (True, 50)}
+
+
+def run_under_load(seconds: float, placement: str, extra: Optional[List[str]] = None) -> dict:
+    """The router as configured, measured while csr_llm_core.decision_load runs (a context deciding
+    back to back and a second one rebuilding the prefix: both ASR resources busy). ``unpinned``: the
+    scheduler places everything; ``pinned``: the load on the first CPU, the router (``cpu_affinity``)
+    and the joint-state publisher (the sensor driver) on the last; ``pinned_fifo``: as pinned, the
+    router's control thread at SCHED_FIFO (``control_priority``; where refused, its log says so and
+    the run is reported as refused)."""
+    pinned, priority = PLACEMENTS[placement]
     cpus = sorted(os.sched_getaffinity(0))
     load_cpu, router_cpu = (str(cpus[0]), str(cpus[-1])) if pinned and len(cpus) > 1 else ("", "")
     load = subprocess.Popen([sys.executable, "-m", "csr_llm_core.decision_load", "--seconds", str(seconds + 120),
-                             "--cpu", load_cpu], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             "--cpu", load_cpu, "--rebuild"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
     try:
         for line in load.stdout or []:        # the model loaded and deciding before we measure
             if "ready" in line:
                 break
         items = list(extra or []) + ([f"cpu_affinity:={router_cpu}"] if router_cpu else [])
-        result = summarise_runs([measure(router_command(items), seconds, decide=True)])
+        items += [f"control_priority:={priority}"] if priority else []
+        result = summarise_runs([measure(router_command(items), seconds, decide=True, publisher_cpus=router_cpu)])
     finally:
         load.send_signal(2)
         out = load.communicate(timeout=60)[0]
-    lines = [ln for ln in out.splitlines() if ln.startswith("decisions ")]
-    rate = float(lines[-1].split("(")[1].split("/s")[0]) if lines else 0.0
-    return dict(result, load_decisions_per_s=rate, router_cpus=router_cpu or "any", load_cpus=load_cpu or "any")
+
+    def rate(word: str) -> float:
+        lines = [ln for ln in out.splitlines() if ln.startswith(word + " ")]
+        return float(lines[-1].split("(")[1].split("/s")[0]) if lines else 0.0
+
+    return dict(result, load_decisions_per_s=rate("decisions"), load_rebuilds_per_s=rate("rebuilds"),
+                router_cpus=router_cpu or "any", load_cpus=load_cpu or "any", control_priority=priority)
 
 
 # ---------------------------------------------------------------------------------------- the echo

@@ -1,16 +1,19 @@
 """A reasoning-like CPU load for benchmarks: the bundled model answering over a cached prefix, back
-to back, the way the reasoning node keeps a core busy while it decides at its fastest.
+to back, the way the reasoning node keeps a core busy while it decides at its fastest; with
+``--rebuild``, a second context meanwhile re-evaluates the prefix from scratch again and again, as
+ASR's background rebuild does on the secondary (both contexts in the CPUs given).
 
-    python -m csr_llm_core.decision_load --seconds 20 [--cpu 0] [--threads 1]
+    python -m csr_llm_core.decision_load --seconds 20 [--cpu 0] [--threads 1] [--rebuild]
 
-Prints ``[decision-load] ready`` once deciding, then ``decisions <n> in <s> s (<rate>/s)`` when the
-time is up or on SIGINT/SIGTERM.
+Prints ``[decision-load] ready`` once deciding, then ``decisions <n> in <s> s (<rate>/s)`` (and
+``rebuilds <n> ...``) when the time is up or on SIGINT/SIGTERM.
 """
 from __future__ import annotations
 
 import argparse
 import signal
 import sys
+import threading
 import time
 from typing import List, Optional
 
@@ -25,6 +28,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--cpu", default="", help="CPUs to run on (taskset syntax; default: any)")
     ap.add_argument("--threads", type=int, default=1, help="llama.cpp threads")
     ap.add_argument("--prefix-chunks", type=int, default=40, help="chunks in the cached prefix (~25 tokens each)")
+    ap.add_argument("--rebuild", action="store_true", help="a second context rebuilds the prefix meanwhile")
     args = ap.parse_args(argv)
     placed = pin_threads(args.cpu)
     if placed:
@@ -36,13 +40,30 @@ def main(argv: Optional[List[str]] = None) -> int:
     prefix = [t for seq in range(args.prefix_chunks) for t in engine.tokenize(chunk_text(seq) + "\n")]
     engine.sync(prefix, by_line=True)
     suffix = engine.tokenize("Which action? ")
+    rebuilds = [0]
+    secondary = LlamaEngine(n_ctx=4096, n_threads=args.threads, name="load-R2") if args.rebuild else None
+
+    def rebuild() -> None:            # llama.cpp releases the GIL while it evaluates
+        while secondary is not None and not stop[0]:
+            secondary.clear()
+            secondary.sync(prefix, by_line=True)
+            rebuilds[0] += 1
+
+    rebuilder = threading.Thread(target=rebuild, name="load-rebuild", daemon=True)
+    rebuilder.start()
     print("[decision-load] ready", flush=True)
     count, start = 0, time.monotonic()
     while not stop[0] and time.monotonic() - start < args.seconds:
         engine.logits_after(suffix)      # one decision's suffix evaluation over the cached prefix
         count += 1
     elapsed = time.monotonic() - start
+    stop[0] = True
+    rebuilder.join()
     print(f"decisions {count} in {elapsed:.1f} s ({count / max(elapsed, 1e-9):.2f}/s)", flush=True)
+    if secondary is not None:
+        print(f"rebuilds {rebuilds[0]} in {elapsed:.1f} s ({rebuilds[0] / max(elapsed, 1e-9):.2f}/s, "
+              f"{len(prefix)} tokens each)", flush=True)
+        secondary.close()
     engine.close()
     return 0
 
