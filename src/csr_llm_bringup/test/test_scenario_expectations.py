@@ -65,6 +65,31 @@ def test_simulator_publishes_the_timeline_and_the_goals(catalogue):
     assert changes_from_records(records) == timeline
 
 
+def test_unless_goal_voids_an_expectation_once_its_goal_was_reached(catalogue):
+    """'cooled down: resume the pick' asks nothing once the object was lifted; before that it does."""
+    def run(goal_at: float):
+        sc = Scenario({"name": "resume", "duration": 3.0,
+                       "goals": [{"id": "lifted", "when": {"time_after": goal_at}}],
+                       "events": [{"id": "hot", "at": 0.5, "expect": ["stop", "hold_position"]},
+                                  {"id": "cooled", "at": 1.5, "say": "motor cooled down", "unless_goal": "lifted",
+                                   "expect": {"intents": ["pick_object"], "args": {"pick_object.object": "box"}}},
+                                  {"id": "done", "at": 2.5, "expect": "none"}]}, catalogue=catalogue)
+        sim, feed, records = Simulator(scenario=sc), ExpectationFeed(sc), []
+        while sim.time < 3.05:
+            sim.step(10)
+            records.extend(feed.poll(sim.time))
+        return sc, {r["event"]: r for r in records if r["kind"] == "event"}, records
+
+    sc, events, records = run(goal_at=1.0)                  # lifted before the motor cooled
+    assert "expect" not in events["cooled"] and events["cooled"]["expect_void"] == "goal lifted reached"
+    assert events["cooled"]["say"] == "motor cooled down"   # the event itself still fires
+    assert [c.event_id for c in sc.expectation_timeline()] == ["hot", "done"]
+    assert changes_from_records(records) == sc.expectation_timeline()
+    sc, events, records = run(goal_at=2.0)                  # not yet lifted: resume is what is asked
+    assert events["cooled"]["expect"]["intents"] == ["pick_object"] and "expect_void" not in events["cooled"]
+    assert [c.event_id for c in changes_from_records(records)] == ["hot", "cooled", "done"]
+
+
 def test_goal_deadline():
     sc = scenario_from_dict({"duration": 2.0, "goals": [{"id": "g", "when": {"time_after": 1.0}, "by": 0.5}]})
     sim = Simulator(scenario=sc)
@@ -124,6 +149,9 @@ def test_report_without_a_scored_scenario_has_null_scores(tmp_path):
      r"duplicate goal ids \['g'\]"),
     ({"goals": "door open"}, "goals must be a list"),
     ({"bench": "yes"}, "bench: expected true/false"),
+    ({"events": [{"at": 1.0, "say": "x", "unless_goal": "g"}]}, r"unless_goal: .* needs an `expect`"),
+    ({"events": [{"at": 1.0, "expect": "stop", "unless_goal": "lifted"}]},
+     r"event 0 \(event_0\): `unless_goal` names unknown goal 'lifted'"),
 ])
 def test_scenario_format_errors(catalogue, change, message):
     data = {"name": "bad", "duration": 5.0, "events": [{"at": 1.0, "say": "x"}]}

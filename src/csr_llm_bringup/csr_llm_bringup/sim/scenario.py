@@ -80,7 +80,11 @@ class Scenario:
             for a in e.after:
                 if a not in ids:
                     raise ScenarioError(f"event {e.index} ({e.id}): `after` names unknown event {a!r}")
+            for g in e.unless_goal:
+                if g not in goal_ids:
+                    raise ScenarioError(f"event {e.index} ({e.id}): `unless_goal` names unknown goal {g!r}")
         self._by_id = {e.id: e for e in self.events}
+        self._goals = {g.id: g for g in self.goals}
         self.log: List[Tuple[float, str, str]] = []   # (time, id, text said or '')
         self.errors: List[str] = []
 
@@ -110,8 +114,8 @@ class Scenario:
         return {g.id: g.reached_at for g in self.goals}
 
     def expectation_timeline(self) -> List[ExpectationChange]:
-        """The fired events that carry `expect`, in firing order."""
-        fired = sorted((e for e in self.events if e.has_expect and e.fired_at is not None),
+        """The fired events whose `expect` applies, in firing order."""
+        fired = sorted((e for e in self.events if e.expect_applies and e.fired_at is not None),
                        key=lambda e: (e.fired_at, e.index))
         return [ExpectationChange(float(e.fired_at or 0.0), e.id, e.expect) for e in fired]
 
@@ -123,6 +127,7 @@ class Scenario:
             if ev.fired_at is not None or not self._due(ev, world, now):
                 continue
             ev.fired_at = now
+            ev.expect_void = next((g for g in ev.unless_goal if self._goals[g].reached_at is not None), None)
             fired.append(ev)
             said = self._apply(ev, world)
             self.log.append((now, ev.id, said))
@@ -221,7 +226,7 @@ class ExpectationFeed:
 
     ``start`` (scenario, duration, goal ids) first; then one ``event`` record per fired event (id,
     sim time, text said, and ``expect`` when the event carries one: the expectation's JSON or
-    "none"); ``end`` (duration, goal status) once sim time reaches the duration. poll() is cheap
+    "none"; ``expect_void`` instead when an ``unless_goal`` goal voided it); ``end`` (duration, goal status) once sim time reaches the duration. poll() is cheap
     enough for every physics step."""
 
     def __init__(self, scenario: Scenario):
@@ -241,8 +246,10 @@ class ExpectationFeed:
             self._sent_log += 1
             ev = sc._by_id[event_id]
             record = {"kind": "event", "scenario": sc.name, "event": event_id, "time": t, "say": said}
-            if ev.has_expect:
+            if ev.expect_applies:
                 record["expect"] = "none" if ev.expect is None else ev.expect.to_json()
+            elif ev.expect_void is not None:
+                record["expect_void"] = f"goal {ev.expect_void} reached"
             out.append(record)
         if not self._ended and now >= sc.duration - 1e-9:
             self._ended = True

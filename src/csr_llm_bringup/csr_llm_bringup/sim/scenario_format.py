@@ -57,7 +57,10 @@ Decision expectations (scored by csr_llm_bringup/decision_score.py)::
 {intents: [...], args: {<intent>.<argument>: value | [values] | {min, max}}}. Intent and argument
 names and values are checked against the intent catalogue (config/intents.yaml); an argument
 constraint names one of the listed intents and only applies to it. Write it from the situation,
-never from what the model answers.
+never from what the model answers. ``unless_goal: <goal id> | [ids]`` voids an event's `expect`
+when one of those goals was reached before the event fired (the event still fires, says its line
+and acts; the expectation in force stays): "the motor cooled down: resume the pick" asks nothing
+once the object is already lifted.
 """
 from __future__ import annotations
 
@@ -80,7 +83,8 @@ _SCALAR_CONDITIONS = {
 }
 _EQUAL_CONDITIONS = {"on_slip": "on_slip", "zone": "zone", "driving": "driving"}
 _TEMPERATURE_CONDITIONS = ("temperature_above", "temperature_below")
-_EVENT_KEYS = {"id", "at", "when", "after", "delay", "say", "person", "object", "heat", "drive", "crate", "expect"}
+_EVENT_KEYS = {"id", "at", "when", "after", "delay", "say", "person", "object", "heat", "drive", "crate", "expect",
+               "unless_goal"}
 TOP_KEYS = {"name", "description", "duration", "robot", "person", "events", "goals", "bench", "world"}
 _GOAL_KEYS = {"id", "when", "by"}
 
@@ -105,7 +109,14 @@ class Event:
     crate: Optional[dict] = None
     has_expect: bool = False               # the event carries `expect` (None below = `expect: none`)
     expect: Optional[Expectation] = None
+    unless_goal: Tuple[str, ...] = ()      # goals that, reached before the event fires, void its `expect`
+    expect_void: Optional[str] = None      # the goal that voided it (set when the event fired)
     fired_at: Optional[float] = None
+
+    @property
+    def expect_applies(self) -> bool:
+        """The event's `expect` changes the expectation (it has one, and no `unless_goal` voided it)."""
+        return self.has_expect and self.expect_void is None
 
 
 @dataclass
@@ -236,6 +247,11 @@ def parse_event(i: int, raw: dict, catalogue=None) -> Event:
             ev.expect = parse_expectation(raw["expect"], catalogue)
         except ExpectationError as err:
             raise ScenarioError(f"{where}.expect: {err}") from None
+    if "unless_goal" in raw:
+        goals = raw["unless_goal"]
+        ev.unless_goal = (str(goals),) if isinstance(goals, str) else tuple(str(g) for g in goals or ())
+        if not ev.has_expect or not ev.unless_goal:
+            raise ScenarioError(f"{where}.unless_goal: names goal ids, and needs an `expect` to void")
     return ev
 
 
