@@ -226,8 +226,8 @@ class ExpectationFeed:
 
     ``start`` (scenario, duration, goal ids) first; then one ``event`` record per fired event (id,
     sim time, text said, and ``expect`` when the event carries one: the expectation's JSON or
-    "none"; ``expect_void`` instead when an ``unless_goal`` goal voided it); ``end`` (duration, goal status) once sim time reaches the duration. poll() is cheap
-    enough for every physics step."""
+    "none"; ``expect_void`` instead when an ``unless_goal`` goal voided it); ``end`` (duration,
+    goal status) once sim time reaches the duration. poll() is cheap enough for every physics step."""
 
     def __init__(self, scenario: Scenario):
         self.scenario = scenario
