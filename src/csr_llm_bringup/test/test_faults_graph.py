@@ -36,6 +36,7 @@ CONFIG = Path(__file__).resolve().parents[3] / "config"
 JOINTS = ["arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper"]
 DECISION_TIMEOUT_S = 5.0            # config/action_router.yaml
 RAMP_S = 0.2                        # failsafe_ramp_s (params.py DEFAULTS)
+LOST = f"failure flag set (no decision for {DECISION_TIMEOUT_S:g} s: reasoning node lost?)"
 
 
 class RunnerOutput:
@@ -81,7 +82,12 @@ def test_killed_reasoning_node_and_router_inside_the_running_graph(tmp_path):
     runner = RunnerOutput(["--profile", "robot", "--runs-dir", str(tmp_path / "runs"), "--restart", "reasoning",
                            "--set", "action_router.autostart=true", "--set", f"reasoning.state_dir={state_dir}",
                            "--set", "reasoning.checkpoint_period_s=1.0", "--set", "reasoning.status_hz=5.0",
-                           "--set", f"reasoning.archive_path={tmp_path / 'archive.jsonl'}"])
+                           "--set", f"reasoning.archive_path={tmp_path / 'archive.jsonl'}",
+                           # the joint states of this test stand still (no plant) and its Python stream
+                           # may pause on a loaded machine: neither a clamp nor a stale state may end
+                           # the task here, only the decision stream's loss
+                           "--set", "action_router.state_timeout_s=1.0",
+                           "--set", "action_router.failsafe_clamp_persist_s=60.0"])
     decisions, statuses, commands, recovery = [], [], [], {}
     try:
         with spinning() as spinner:
@@ -89,8 +95,6 @@ def test_killed_reasoning_node_and_router_inside_the_running_graph(tmp_path):
             node.create_subscription(Decision, "decision", lambda m: decisions.append((time.monotonic(), m)),
                                      qos.DECISIONS)
             node.create_subscription(RouterStatus, "router_status", statuses.append, qos.ROUTER_STATUS)
-            node.create_subscription(MotorCommand, "motor_command",
-                                     lambda m: commands.append((time.monotonic(), m)), qos.reliable(200))
             events = node.create_publisher(String, "events", qos.EVENTS)
             with JointStream(node, JOINTS):
                 # the model decides on an operator's order; the router runs it
@@ -103,22 +107,30 @@ def test_killed_reasoning_node_and_router_inside_the_running_graph(tmp_path):
                 assert wait_for(lambda: statuses and statuses[-1].active_intent != "", 20), runner.text()[-3000:]
                 assert wait_for(lambda: (state_dir / "csr_state.json").exists(), 10), "no checkpoint written"
                 time.sleep(1.2)                              # one more checkpoint period: the order is saved
+                assert wait_for(lambda: statuses[-1].active_intent and statuses[-1].execution_state in
+                                (MotorCommand.EXEC_NOMINAL, MotorCommand.EXEC_DERATED), 10), statuses[-1]
                 running = statuses[-1].active_intent
                 failsafes = statuses[-1].failsafe_count
+                # 1 kHz in this Python process only from now on (it would slow the start-up above)
+                node.create_subscription(MotorCommand, "motor_command",
+                                         lambda m: commands.append((time.monotonic(), m)), qos.reliable(200))
 
                 # 1. kill -9 of the reasoning node while `running` runs
                 killed_at = time.monotonic()
                 os.kill(runner.pid("reasoning"), signal.SIGKILL)
-                assert wait_for(lambda: statuses[-1].failsafe_count > failsafes, DECISION_TIMEOUT_S + 3, step=0.01), \
+                assert wait_for(lambda: LOST in runner.text(), DECISION_TIMEOUT_S + 3, step=0.01), \
                     f"the router kept running {running!r} without decisions\n" + runner.text()[-3000:]
                 safe_at = time.monotonic()
+                assert wait_for(lambda: statuses[-1].failsafe_count == failsafes + 1, 2), statuses[-1]
                 recovery["reasoning killed -> router fail-safe"] = safe_at - killed_at
                 assert wait_for(lambda: commands and commands[-1][0] > safe_at + RAMP_S + 0.1, 5)
                 stopped = [m for t, m in commands if t > safe_at + RAMP_S + 0.1]
                 assert stopped and all(m.execution_state == MotorCommand.EXEC_STOPPED and not any(m.effort)
                                        for m in stopped[:50]), stopped[0]
-                recovery["fail-safe -> zero effort"] = next(
-                    t for t, m in commands if t > safe_at and m.execution_state == MotorCommand.EXEC_STOPPED) - safe_at
+                ramp_from = next(t for t, m in commands if m.execution_state == MotorCommand.EXEC_FAILSAFE)
+                recovery["fail-safe ramp -> zero effort"] = next(
+                    t for t, m in commands if t > ramp_from and m.execution_state == MotorCommand.EXEC_STOPPED
+                ) - ramp_from
                 assert wait_for(lambda: "restarted /reasoning" in runner.text(), 30), runner.text()[-3000:]
                 assert wait_for(lambda: decisions[-1][0] > killed_at, 120), runner.text()[-3000:]
                 back_at = decisions[-1][0]
@@ -136,7 +148,7 @@ def test_killed_reasoning_node_and_router_inside_the_running_graph(tmp_path):
     out = runner.text()
     assert "[runner] /reasoning exited unexpectedly with code -9; restarting in 1 s (1/5)" in out, out[-4000:]
     assert re.search(r"\[reasoning\].*warm restart from .*KV recomputed", out), out[-4000:]
-    assert "no decision for 5 s: reasoning node lost?" in out
+    assert out.count("failure flag set") == 1 and LOST in out, out[-4000:]   # the decision loss alone
     assert re.search(r"\[runner\] /action_router exited unexpectedly with code -9", out), out[-4000:]
     assert rc == 1, out[-3000:]
     codes = re.search(r"exit codes: (\{.*\})", out).group(1)
