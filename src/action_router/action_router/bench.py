@@ -244,7 +244,9 @@ def table(res: dict) -> str:
                      f"{lp['p99']:.0f} / {lp['max']:.0f} us ({lp['late_ticks']} late)", "jitter = std"))
         rows.append(("timer loop rate (node)", f"{res['loop_hz'] or 0:.1f} Hz", ">= 990 Hz"))
     for name, run in (res.get("under_load") or {}).items():
-        rows.append((f"under load, {name}: loop / e2e p99 / load", f"{run['loop_hz'] or 0:.0f} Hz / "
+        refused = " (SCHED_FIFO refused)" if run.get("control_priority") and not run.get("control_priority_applied") \
+            else ""
+        rows.append((f"under load, {name}{refused}: loop / e2e p99 / load", f"{run['loop_hz'] or 0:.0f} Hz / "
                      f"{run['e2e_us']['p99']:.0f} us / {run['load_decisions_per_s']:.1f} decisions/s + "
                      f"{run.get('load_rebuilds_per_s', 0.0):.2f} rebuilds/s",
                      ">= 990 Hz" if name == "pinned_fifo" else ""))

@@ -175,6 +175,8 @@ def measure(target: List[str], seconds: float, *, decide: bool, discovery_timeou
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        log.seek(0)
+        target_log = log.read()
         log.close()
     st, rc, src = stamps[:n], received[:n], sources[:n]
     _, first = np.unique(st, return_index=True)          # the first command carrying each stamp
@@ -188,6 +190,7 @@ def measure(target: List[str], seconds: float, *, decide: bool, discovery_timeou
         "command_rate_hz": float(n / (t1 - t0)),
         "joint_state_rate_hz": float((s1 - s0) / (t1 - t0)),
         "loop_hz": float(np.median(loop_hz)) if loop_hz else None,
+        "target_log": target_log[-4000:],
     }
 
 
@@ -235,8 +238,8 @@ def run_under_load(seconds: float, placement: str, extra: Optional[List[str]] = 
     back to back and a second one rebuilding the prefix: both ASR resources busy). ``unpinned``: the
     scheduler places everything; ``pinned``: the load on the first CPU, the router (``cpu_affinity``)
     and the joint-state publisher (the sensor driver) on the last; ``pinned_fifo``: as pinned, the
-    router's control thread at SCHED_FIFO (``control_priority``; where refused, its log says so and
-    the run is reported as refused)."""
+    router's control thread at SCHED_FIFO (``control_priority``; ``control_priority_applied`` says
+    whether the router's log confirmed it: where the OS refuses, the loop ran at normal priority)."""
     pinned, priority = PLACEMENTS[placement]
     cpus = sorted(os.sched_getaffinity(0))
     load_cpu, router_cpu = (str(cpus[0]), str(cpus[-1])) if pinned and len(cpus) > 1 else ("", "")
@@ -249,7 +252,8 @@ def run_under_load(seconds: float, placement: str, extra: Optional[List[str]] = 
                 break
         items = list(extra or []) + ([f"cpu_affinity:={router_cpu}"] if router_cpu else [])
         items += [f"control_priority:={priority}"] if priority else []
-        result = summarise_runs([measure(router_command(items), seconds, decide=True, publisher_cpus=router_cpu)])
+        run = measure(router_command(items), seconds, decide=True, publisher_cpus=router_cpu)
+        result = summarise_runs([run])
     finally:
         load.send_signal(2)
         out = load.communicate(timeout=60)[0]
@@ -259,7 +263,8 @@ def run_under_load(seconds: float, placement: str, extra: Optional[List[str]] = 
         return float(lines[-1].split("(")[1].split("/s")[0]) if lines else 0.0
 
     return dict(result, load_decisions_per_s=rate("decisions"), load_rebuilds_per_s=rate("rebuilds"),
-                router_cpus=router_cpu or "any", load_cpus=load_cpu or "any", control_priority=priority)
+                router_cpus=router_cpu or "any", load_cpus=load_cpu or "any", control_priority=priority,
+                control_priority_applied=bool(priority) and f"at SCHED_FIFO priority {priority}" in run["target_log"])
 
 
 # ---------------------------------------------------------------------------------------- the echo

@@ -29,11 +29,11 @@ from csr_llm_msgs.msg import CsrStatus, Decision, MotorCommand, RouterStatus
 from csr_llm_core.ros import qos
 from csr_llm_core.ros.spin import spinning
 from csr_llm_core.ros.testing import JointStream, print_recovery, start_node, stop_node, wait_for
+from action_router.params import make_config
 
 pytestmark = [pytest.mark.dds, pytest.mark.slow]
 
 CONFIG = Path(__file__).resolve().parents[3] / "config"
-JOINTS = ["arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper"]
 DECISION_TIMEOUT_S = 5.0            # config/action_router.yaml
 RAMP_S = 0.2                        # failsafe_ramp_s (params.py DEFAULTS)
 ENDLESS_TASKS = ("open_door", "move_to", "hold_position", "stop")
@@ -107,23 +107,23 @@ def test_killed_reasoning_node_and_router_inside_the_running_graph(tmp_path):
                                      qos.DECISIONS)
             node.create_subscription(RouterStatus, "router_status", statuses.append, qos.ROUTER_STATUS)
             events = node.create_publisher(String, "events", qos.EVENTS)
-            with JointStream(node, JOINTS):
-                # the model decides on an operator's order; the router runs it
-                deadline = time.monotonic() + 150
-                while time.monotonic() < deadline and not decisions and runner.proc.poll() is None:
-                    if events.get_subscription_count() > 0:
-                        events.publish(String(data="operator: please open the door"))
-                    wait_for(lambda: decisions, 3)
-                assert decisions, "no decision from the graph\n" + runner.text()[-4000:]
-                assert wait_for(lambda: statuses and statuses[-1].active_intent != "", 20), runner.text()[-3000:]
+            with JointStream(node, make_config().joints):
+                def order_until(done, timeout: float) -> bool:
+                    """Repeat the operator's order (events are volatile) until `done()`."""
+                    deadline = time.monotonic() + timeout
+                    while time.monotonic() < deadline and not done() and runner.proc.poll() is None:
+                        if events.get_subscription_count() > 0:
+                            events.publish(String(data="operator: please open the door"))
+                        wait_for(done, 3)
+                    return bool(done())
+
+                # the model decides on the order; the router runs a task that cannot end by itself
+                # here (a back_off would, the decision stream alive or not)
+                assert order_until(lambda: decisions, 150), "no decision from the graph\n" + runner.text()[-4000:]
                 assert wait_for(lambda: (state_dir / "csr_state.json").exists(), 10), "no checkpoint written"
                 time.sleep(1.2)                              # one more checkpoint period: the order is saved
-                # a task that cannot finish here (a back_off would end by itself, the stream alive or not)
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline and not endless_task_runs(statuses[-1]):
-                    events.publish(String(data="operator: please open the door"))
-                    wait_for(lambda: endless_task_runs(statuses[-1]), 3)
-                assert endless_task_runs(statuses[-1]), statuses[-1]
+                assert order_until(lambda: statuses and endless_task_runs(statuses[-1]), 30), \
+                    (statuses[-1:], runner.text()[-3000:])
                 running = statuses[-1].active_intent
                 failsafes = statuses[-1].failsafe_count
                 # 1 kHz in this Python process only from now on (it would slow the start-up above)

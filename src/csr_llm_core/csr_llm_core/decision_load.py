@@ -43,14 +43,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     rebuilds = [0]
     secondary = LlamaEngine(n_ctx=4096, n_threads=args.threads, name="load-R2") if args.rebuild else None
 
-    def rebuild() -> None:            # llama.cpp releases the GIL while it evaluates
-        while secondary is not None and not stop[0]:
-            secondary.clear()
-            secondary.sync(prefix, by_line=True)
+    def rebuild(engine_r2: LlamaEngine) -> None:     # llama.cpp releases the GIL while it evaluates
+        while not stop[0]:
+            engine_r2.clear()
+            engine_r2.sync(prefix, by_line=True)
             rebuilds[0] += 1
 
-    rebuilder = threading.Thread(target=rebuild, name="load-rebuild", daemon=True)
-    rebuilder.start()
+    rebuilder = threading.Thread(target=rebuild, args=(secondary,), name="load-rebuild", daemon=True)
+    if secondary is not None:
+        rebuilder.start()
     print("[decision-load] ready", flush=True)
     count, start = 0, time.monotonic()
     while not stop[0] and time.monotonic() - start < args.seconds:
@@ -58,7 +59,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         count += 1
     elapsed = time.monotonic() - start
     stop[0] = True
-    rebuilder.join()
+    if secondary is not None:
+        rebuilder.join()
     print(f"decisions {count} in {elapsed:.1f} s ({count / max(elapsed, 1e-9):.2f}/s)", flush=True)
     if secondary is not None:
         print(f"rebuilds {rebuilds[0]} in {elapsed:.1f} s ({rebuilds[0] / max(elapsed, 1e-9):.2f}/s, "
