@@ -126,9 +126,11 @@ def test_killed_reasoning_node_and_router_inside_the_running_graph(tmp_path):
                     (statuses[-1:], runner.text()[-3000:])
                 running = statuses[-1].active_intent
                 failsafes = statuses[-1].failsafe_count
-                # 1 kHz in this Python process only from now on (it would slow the start-up above)
+                # 1 kHz in this Python process only from now on (it would slow the start-up above); a
+                # deep queue: under load this process may fall seconds behind, the ramp must not be dropped
                 node.create_subscription(MotorCommand, "motor_command",
-                                         lambda m: commands.append((time.monotonic(), m)), qos.reliable(200))
+                                         lambda m: commands.append((time.monotonic(), m)), qos.reliable(5000))
+                assert wait_for(lambda: commands, 10), "no motor command reached the test before the kill"
 
                 # 1. kill -9 of the reasoning node while `running` runs
                 killed_at = time.monotonic()
@@ -139,8 +141,14 @@ def test_killed_reasoning_node_and_router_inside_the_running_graph(tmp_path):
                 assert wait_for(lambda: statuses[-1].failsafe_count == failsafes + 1, 2), statuses[-1]
                 recovery["reasoning killed -> router fail-safe"] = safe_at - killed_at
                 # on the commands' own stamps (the router's clock): this process may receive them late
-                ramp = [stamp_s(m) for _, m in commands if m.execution_state == MotorCommand.EXEC_FAILSAFE]
-                assert ramp, "no fail-safe ramp in the motor commands"
+                def ramp_stamps():
+                    return [stamp_s(m) for _, m in list(commands) if m.execution_state == MotorCommand.EXEC_FAILSAFE]
+
+                # this process may receive the commands late: wait until the ramp is behind it
+                assert wait_for(lambda: ramp_stamps() and stamp_s(commands[-1][1]) > ramp_stamps()[0] + RAMP_S, 10), \
+                    ("no fail-safe ramp in the motor commands", len(commands),
+                     sorted({m.execution_state for _, m in commands}))
+                ramp = ramp_stamps()
                 assert wait_for(lambda: stamp_s(commands[-1][1]) > ramp[0] + RAMP_S + 0.3, 5)
                 stopped = [m for _, m in commands if stamp_s(m) > ramp[0] + RAMP_S + 0.01]
                 assert all(m.execution_state == MotorCommand.EXEC_STOPPED and not any(m.effort)
