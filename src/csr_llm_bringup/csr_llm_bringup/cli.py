@@ -70,6 +70,9 @@ def cmd_replay(args) -> int:
     overrides = {}
     for text in args.set or []:
         add_override(overrides, text)
+    if args.duration is not None and not args.duration > 0:
+        print(f"csr-llm: error: --duration {args.duration:g}: give a positive number of bag seconds", file=sys.stderr)
+        return 2
     out = Path(args.out) if args.out else new_run_dir(Path(args.runs_dir))
     if (out / "bag").exists():      # refused before any node starts (the bag writer never overwrites)
         print(f"csr-llm: error: {out / 'bag'} exists already: give --out a new folder", file=sys.stderr)
@@ -77,7 +80,8 @@ def cmd_replay(args) -> int:
     try:
         outcome = replay(Path(args.bag), out, profile=args.profile, rate=args.rate, lockstep=args.lockstep,
                          golden=Path(args.golden) if args.golden else None, tolerances=tolerances,
-                         start_graph=not args.no_graph, overrides=overrides, check_motor=args.motor_check)
+                         start_graph=not args.no_graph, overrides=overrides, check_motor=args.motor_check,
+                         duration=args.duration)
     except BagError as err:
         print(f"csr-llm: error: {err}", file=sys.stderr)
         return 2
@@ -111,6 +115,8 @@ def main(argv=None) -> int:
     rep.add_argument("--runs-dir", default=os.environ.get("CSR_LLM_RUNS_DIR", "build/runs"))
     rep.add_argument("--no-graph", action="store_true", help="only play the bag (the graph runs elsewhere)")
     rep.add_argument("--set", action="append", metavar="NODE.PARAM=VALUE", help="override a node parameter")
+    rep.add_argument("--duration", type=float, metavar="SECONDS",
+                     help="play only the bag's first SECONDS of bag time (compared where both runs recorded)")
     rep.add_argument("--no-motor-check", dest="motor_check", action="store_false",
                      help="report motor command differences without failing on them")
     rep.set_defaults(func=cmd_replay)

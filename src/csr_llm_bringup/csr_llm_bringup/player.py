@@ -53,8 +53,10 @@ def _time(t: float) -> Time:
 class BagPlayer:
     def __init__(self, node: Node, bag: Path, report: BagReport, topics: Optional[Sequence[str]] = None,
                  rate: float = 1.0, lockstep_period: float = 0.0, lockstep_timeout: float = 30.0,
-                 control_lockstep_timeout: float = 0.0, log: Callable[[str], None] = print):
+                 control_lockstep_timeout: float = 0.0, log: Callable[[str], None] = print,
+                 duration: Optional[float] = None):
         self.node, self.bag, self.report = node, Path(bag), report
+        self.duration = duration          # bag seconds from the first message to play (None: all)
         self.rate = rate
         self.lockstep_period = lockstep_period
         self.lockstep_timeout = lockstep_timeout
@@ -216,12 +218,17 @@ class BagPlayer:
                 t0 = t
                 if self.lockstep_period > 0:
                     next_boundary = (math.floor(t / self.lockstep_period) + 1) * self.lockstep_period
+            end = self.duration is not None and t - t0 > self.duration + 1e-9
             # like the simulator: the state stamped at the boundary goes out, then the clock waits
-            while next_boundary is not None and t > next_boundary + 1e-9:
+            # (at the end of a `duration`, for the boundaries it covers)
+            while next_boundary is not None and (t > next_boundary + 1e-9 if not end
+                                                 else next_boundary <= t0 + self.duration + 1e-9):
                 self._publish_clock(next_boundary)
                 last_clock = next_boundary
                 paused += self._wait_decision(next_boundary)
                 next_boundary += self.lockstep_period
+            if end:
+                break
             if self.rate > 0:
                 delay = wall0 + paused + (t - t0) / self.rate - time.monotonic()
                 if delay > 0:

@@ -2,7 +2,8 @@
 
 Starts the graph of a profile (default `replay`: aggregator, reasoning, router on sim time) with
 the runner, plays the bag's inputs with /clock (lockstep on decisions), records what the nodes
-publish into <out>/bag, and with `golden` compares against a golden bag's outputs.
+publish into <out>/bag, and with `golden` compares against a golden bag's outputs. With `duration`
+only the bag's first seconds are played, and the comparison covers what both runs recorded.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def replay(bag: Path, out_dir: Path, *, profile: str = "replay", rate: float = 1
            golden: Optional[Path] = None, tolerances: Mapping[str, float] = DEFAULT_TOLERANCES,
            inputs: Sequence[str] = INPUT_TOPICS, start_graph: bool = True, log=print,
            settle_s: float = 3.0, overrides: Optional[Mapping[str, Mapping]] = None,
-           check_motor: bool = True) -> ReplayOutcome:
+           check_motor: bool = True, duration: Optional[float] = None) -> ReplayOutcome:
     bag = Path(bag)
     report = inspect_bag(bag)
     log(report.format())
@@ -60,7 +61,7 @@ def replay(bag: Path, out_dir: Path, *, profile: str = "replay", rate: float = 1
             player = BagPlayer(spinner.create(Node, "bag_player"), bag, report, topics=inputs, rate=rate,
                                lockstep_period=lockstep if start_graph else 0.0,
                                control_lockstep_timeout=CONTROL_LOCKSTEP_TIMEOUT if start_graph and lockstep > 0
-                               else 0.0, log=log)
+                               else 0.0, log=log, duration=duration)
             for topic, reason in player.result.skipped.items():
                 log(f"skipped {topic}: {reason}")
             if start_graph:

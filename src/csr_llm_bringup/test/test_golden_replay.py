@@ -105,7 +105,9 @@ def test_a_perturbed_prompt_is_caught_with_the_first_divergence(tmp_path):
     prompt["question"] = prompt["question"] + f" Emergency: the only allowed intent is {forced}."
     perturbed = tmp_path / "prompt.yaml"
     perturbed.write_text(yaml.safe_dump(prompt))
-    result = replay(tmp_path, "--set", f"reasoning.prompt_file={perturbed}", "--no-motor-check")
+    # the first decision diverges: the bag's first 2.5 s suffice (a cut at 3 s would split the bag's
+    # event at 3.25 s from the decision it triggered, stamped 3.0 s)
+    result = replay(tmp_path, "--set", f"reasoning.prompt_file={perturbed}", "--no-motor-check", "--duration", "2.5")
     assert result.returncode == 1, result.stdout[-3000:]
     out = result.stdout
     assert "MISMATCH" in out and "FIRST DIVERGENCE at decision #" in out
@@ -118,10 +120,10 @@ def test_a_perturbed_prompt_is_caught_with_the_first_divergence(tmp_path):
 
 @pytest.mark.slow
 def test_a_perturbed_pid_gain_is_caught_on_the_motor_commands(tmp_path):
-    result = replay(tmp_path, "--set", "action_router.gains.arm_elbow.p=600.0")
+    result = replay(tmp_path, "--set", "action_router.gains.arm_elbow.p=600.0", "--duration", "2.5")
     out = result.stdout
     assert result.returncode == 1, out[-3000:]
-    assert "match exactly" in out                                  # same decisions ...
+    assert "match exactly" in out and "not compared" in out        # same decisions in the 2.5 s ...
     elbow = [line for line in out.splitlines() if "arm_elbow: max |diff|" in line][0]
     assert "EXCEEDED first at" in elbow                            # ... but the elbow's commands differ
 
@@ -145,3 +147,11 @@ def test_an_output_folder_that_holds_a_bag_is_refused_before_any_node_starts(tmp
     assert result.returncode == 2
     assert f"csr-llm: error: {tmp_path / 'out' / 'bag'} exists already" in result.stderr
     assert "Traceback" not in result.stderr and "[runner] started" not in result.stdout
+
+
+def test_a_duration_that_is_not_positive_is_refused_before_any_node_starts(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "csr_llm_bringup.cli", "replay", str(GOLDEN), "--duration", "0",
+                             "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "csr-llm: error: --duration 0: give a positive number of bag seconds" in result.stderr
+    assert "[runner] started" not in result.stdout and not (tmp_path / "out").exists()

@@ -19,14 +19,15 @@ pytestmark = [pytest.mark.skipif(not FOREIGN.is_dir(), reason="shared foreign ba
               pytest.mark.dds]   # real nodes over Fast DDS (loopback)
 
 
-def play(folder, subscriptions, rate=0.0):
+def play(folder, subscriptions, rate=0.0, duration=None):
     received = {topic: [] for topic, _ in subscriptions}
     report = inspect_bag(FOREIGN / folder)
     with spinning() as spinner:
         listener = spinner.create(Node, "bag_listener")
         for topic, cls in subscriptions:
             listener.create_subscription(cls, topic, received[topic].append, RELIABLE)
-        player = BagPlayer(spinner.create(Node, "bag_player"), FOREIGN / folder, report, rate=rate)
+        player = BagPlayer(spinner.create(Node, "bag_player"), FOREIGN / folder, report, rate=rate,
+                           duration=duration)
         assert player.wait_for_subscribers(10) == []
         result = player.play()
         deadline = time.monotonic() + 10
@@ -53,6 +54,14 @@ def test_turtlesim_bag_plays_standard_types_and_reports_the_unknown_one():
     result, received = play("jalenlv_turtlesim_subset_mcap", [("/turtle1/cmd_vel", Twist)], rate=20.0)
     assert result.published == {"/turtle1/cmd_vel": 18} and len(received["/turtle1/cmd_vel"]) == 18
     assert "turtlesim/msg/Pose is not available" in result.skipped["/turtle1/pose"]
+
+
+def test_a_duration_plays_only_the_bags_first_seconds():
+    # the bag's cmd_vel messages lie 0, 1.52, 2.67, 3.92, 5.27, ... s after its first one
+    full, _ = play("jalenlv_turtlesim_subset_mcap", [("/turtle1/cmd_vel", Twist)], rate=0.0)
+    result, received = play("jalenlv_turtlesim_subset_mcap", [("/turtle1/cmd_vel", Twist)], rate=0.0, duration=5.0)
+    assert result.published == {"/turtle1/cmd_vel": 4} and len(received["/turtle1/cmd_vel"]) == 4
+    assert 3.9 < result.sim_seconds <= 5.0 < full.sim_seconds
 
 
 def test_unreadable_topics_are_skipped_with_the_reason():
