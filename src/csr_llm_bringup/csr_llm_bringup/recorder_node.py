@@ -129,10 +129,14 @@ class RecorderNode(Node):
             self.faults.record("expectations", f"unreadable scenario/expectations record: {err}")
 
     def _on_truth(self, msg: String) -> None:
-        if '"goals"' not in msg.data:
+        if '"goals"' not in msg.data and '"wall_s"' not in msg.data:
             return
         try:
-            self.stats.on_goals(json.loads(msg.data).get("goals") or {})
+            truth = json.loads(msg.data)
+            if "goals" in truth:
+                self.stats.on_goals(truth.get("goals") or {})
+            if "wall_s" in truth:
+                self.stats.on_sim_wall(truth["wall_s"])
         except (ValueError, TypeError, AttributeError) as err:
             self.faults.record("truth", f"unreadable sim/truth: {err}")
 

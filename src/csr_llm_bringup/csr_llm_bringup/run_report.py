@@ -53,6 +53,7 @@ class RunStats:
     decision_arguments: List[Dict[str, Any]] = field(default_factory=list)
     expectation_records: List[Dict[str, Any]] = field(default_factory=list)
     goals: Dict[str, Optional[float]] = field(default_factory=dict)
+    sim_wall_s: Dict[str, float] = field(default_factory=dict)   # the simulator's wall time per phase
 
     def on_time(self, t: float, wall: Optional[float] = None) -> None:
         wall = time.monotonic() if wall is None else wall
@@ -80,6 +81,10 @@ class RunStats:
     def on_goals(self, goals: Mapping[str, Optional[float]]) -> None:
         if not any(r.get("kind") == "end" for r in self.expectation_records):   # the end record is final
             self.goals = dict(goals)
+
+    def on_sim_wall(self, phases: Mapping[str, float]) -> None:
+        """The simulator's newest wall-time profile (sim/truth `wall_s`: seconds per phase)."""
+        self.sim_wall_s = {str(k): float(v) for k, v in phases.items()}
 
     def scenario_info(self) -> Dict[str, Any]:
         for rec in self.expectation_records:
@@ -188,6 +193,8 @@ class RunStats:
             "motor_commands": self.motor_commands,
             "intents": _count([d[2] for d in self.decisions]),
             "scenario": self.scenario_info().get("scenario"),
+            # where the simulator's wall time went (lockstep waits, physics, pacing, ...; None without one)
+            "sim_wall_s": dict(self.sim_wall_s) or None,
             **_score_summary(self.decision_score()),
         }
 

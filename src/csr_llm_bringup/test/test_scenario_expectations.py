@@ -134,6 +134,17 @@ def test_report_without_a_scored_scenario_has_null_scores(tmp_path):
     summary = stats.write(tmp_path)
     assert summary["decision_accuracy"] is None and summary["task_success"] is None
     assert not (tmp_path / "decisions.png").exists()
+    assert summary["sim_wall_s"] is None                     # no simulator profile received
+
+
+def test_the_simulators_wall_time_profile_lands_in_the_summary(tmp_path):
+    stats = RunStats()
+    stats.on_time(0.0)
+    stats.on_sim_wall({"decision lockstep": 1.5, "control round trip": 4.0, "other": 0.5, "total": 6.0})
+    stats.on_sim_wall({"decision lockstep": 2.0, "control round trip": 5.0, "other": 1.0, "total": 8.0})
+    summary = stats.write(tmp_path)
+    assert summary["sim_wall_s"] == {"decision lockstep": 2.0, "control round trip": 5.0, "other": 1.0, "total": 8.0}
+    assert "sim_wall_s" in (tmp_path / "report.md").read_text()
 
 
 @pytest.mark.parametrize("change, message", [

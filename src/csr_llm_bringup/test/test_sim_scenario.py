@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from csr_llm_bringup.sim.lockstep import DecisionHandover, Lockstep, Pacer
+from csr_llm_bringup.sim.lockstep import DecisionHandover, Lockstep, Pacer, WallProfile
 from csr_llm_bringup.sim.scenario import Scenario, ScenarioError, load_scenario, resolve_scenario_path
 from csr_llm_bringup.sim.simulator import Simulator
 
@@ -197,6 +197,23 @@ def test_the_control_lockstep_starts_only_once_the_router_reported_active():
     stop = threading.Event()
     stop.set()
     assert not DecisionHandover(wall=wall).wait_for_router(10.0, stop)
+
+
+def test_wall_profile_charges_each_phase_and_the_rest_to_other():
+    wall = FakeWall()
+    profile = WallProfile(wall=wall)
+    mark = profile.now()                       # the profile starts at its first mark
+    wall.t += 0.3
+    mark = profile.add("decision lockstep", mark)
+    wall.t += 0.1                              # untimed: publishing
+    mark = profile.now()
+    wall.t += 0.05
+    profile.add("physics", mark)
+    report = profile.report()
+    assert report["decision lockstep"] == pytest.approx(0.3) and report["physics"] == pytest.approx(0.05)
+    assert report["other"] == pytest.approx(0.1) and report["total"] == pytest.approx(0.45)
+    assert report["pacing"] == 0.0
+    assert profile.format().startswith("wall time 0.5 s: decision lockstep 0.3 s (67%)")
 
 
 def test_pacer_sleeps_when_ahead_and_never_when_real_time_factor_is_zero():

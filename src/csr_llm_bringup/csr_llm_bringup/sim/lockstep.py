@@ -166,3 +166,42 @@ class Pacer:
         if ahead < -1.0:   # far behind (machine overloaded): re-anchor rather than sprint
             self.reset(sim_time)
         return max(0.0, -ahead)
+
+
+class WallProfile:
+    """Where the physics thread's wall time goes, per phase (each timed, not sampled); "other" is
+    the rest of the loop: publishing the sensors and the clock."""
+
+    PHASES = ("decision lockstep", "event decisions", "decision handover", "control round trip", "physics",
+              "pacing")
+
+    def __init__(self, wall: Callable[[], float] = time.perf_counter):
+        self._wall = wall
+        self.seconds = dict.fromkeys(self.PHASES, 0.0)
+        self._started: Optional[float] = None
+
+    def now(self) -> float:
+        if self._started is None:
+            self._started = self._wall()
+        return self._wall()
+
+    def add(self, phase: str, since: float) -> float:
+        """Charge the wall time since `since` (a `now()`) to `phase`; returns the time now."""
+        now = self._wall()
+        self.seconds[phase] += now - since
+        return now
+
+    def report(self) -> dict:
+        """{phase: wall seconds} with "total" and "other", rounded to the millisecond."""
+        total = 0.0 if self._started is None else self._wall() - self._started
+        out = {phase: round(s, 3) for phase, s in self.seconds.items()}
+        out["other"] = round(max(0.0, total - sum(self.seconds.values())), 3)
+        out["total"] = round(total, 3)
+        return out
+
+    def format(self) -> str:
+        report = self.report()
+        total = report.pop("total")
+        parts = [f"{phase} {s:.1f} s ({100 * s / total:.0f}%)" if total > 0 else f"{phase} {s:.1f} s"
+                 for phase, s in report.items()]
+        return f"wall time {total:.1f} s: " + ", ".join(parts)

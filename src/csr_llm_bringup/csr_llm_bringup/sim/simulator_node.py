@@ -48,7 +48,7 @@ from csr_llm_core.ros.params import declare_dataclass
 from csr_llm_core.ros.stamps import NS_PER_S, sec_to_ns, stamp_to_sec
 
 from ..paths import config_dir
-from .lockstep import DecisionHandover, Lockstep, Pacer
+from .lockstep import DecisionHandover, Lockstep, Pacer, WallProfile
 from .robot_model import JOINTS
 from .scenario import ExpectationFeed, ScenarioError, load_scenario
 from .sensor_publishers import SensorPublishers
@@ -102,6 +102,7 @@ class SimulatorNode(Node):
         self._command_stamp = -1.0
         self._command_event = threading.Event()
         self.control_waits = self.control_timeouts = 0
+        self.wall_profile = WallProfile()     # where the physics thread's wall time goes
         self._events_announced = self._event_decisions = 0
 
         if sorted(joints) != sorted(JOINTS):
@@ -271,7 +272,9 @@ class SimulatorNode(Node):
         # depended on when the recorder received it; the first samples follow at their rates
         stop = self.stop_event
         last_clock_wall = last_state_wall = 0.0
+        profile = self.wall_profile
         while not stop.is_set():
+            mark = profile.now()
             if lock.blocked(sim.steps):
                 # paused at a lockstep boundary: keep re-sending the boundary's clock (best effort)
                 # and, once the pause is long, the sensor state once a second for late joiners
@@ -288,6 +291,7 @@ class SimulatorNode(Node):
                 lock.event.wait(0.005)
                 lock.event.clear()
                 pacer.reset(sim.time)
+                profile.add("decision lockstep", mark)
                 continue
             if lock.timeouts and not self._timeout_logged:
                 self._timeout_logged = True
@@ -298,19 +302,25 @@ class SimulatorNode(Node):
             if pending is not None:
                 self._pending_effort = None
                 sim.effort_command[:] = pending
+            mark = profile.now()
             sim.step()
+            profile.add("physics", mark)
             k = sim.steps
             self._set_stamp()
             at_boundary = lock.enabled and k >= lock.next_boundary
             js_due = e_js and k % e_js == 0
             if js_due:
                 if self.control_lockstep_timeout > 0 and lock.enabled:
+                    mark = profile.now()
                     self.handover.wait(stop)       # the router holds every decision before the state
+                    profile.add("decision handover", mark)
                 sensors.publish_joint_states()      # before the clock: a tick at t sees the state at t
             if k % e_clock == 0 or at_boundary or (js_due and self.control_lockstep_timeout > 0):
                 self.pub_clock.publish(self.msg_clock)
             if js_due and self.control_lockstep_timeout > 0:
+                mark = profile.now()
                 self._wait_for_command(sim.time)
+                profile.add("control round trip", mark)
             if e_imu and k % e_imu == 0:
                 sensors.publish_imu()
             if e_odom and k % e_odom == 0:
@@ -329,13 +339,16 @@ class SimulatorNode(Node):
             if e_truth and k % e_truth == 0:
                 truth = sim.truth()
                 truth["lockstep_waits"], truth["lockstep_timeouts"] = lock.waits, lock.timeouts
+                truth["wall_s"] = profile.report()
                 self.msg_truth.data = json.dumps(truth)
                 self.pub_truth.publish(self.msg_truth)
             if sim.events and lock.announces(k):
                 self._publish_events()
                 if lock.enabled:
+                    mark = profile.now()
                     self._wait_event_decisions()
                     pacer.reset(sim.time)
+                    profile.add("event decisions", mark)
             if self._expectation_feed is not None:
                 self._publish_expectations()
             if self.exit_at_end and sim.scenario is not None and sim.time >= sim.scenario.duration:
@@ -343,7 +356,9 @@ class SimulatorNode(Node):
                 self.get_logger().info(f"scenario {sim.scenario.name!r} finished at t={sim.time:.2f} s: exiting")
                 os.kill(os.getpid(), signal.SIGINT)   # the main thread shuts the node down cleanly
                 return
+            mark = profile.now()
             pacer.pace(sim.time)
+            profile.add("pacing", mark)
 
     def _publish_events(self) -> None:
         for t, text in self.sim.pop_events():
@@ -372,7 +387,7 @@ class SimulatorNode(Node):
             f"simulator stopped at t={self.sim.time:.3f} s sim; lockstep waits={lock.waits}, "
             f"timeouts={lock.timeouts}; control lockstep waits={self.control_waits}, "
             f"timeouts={self.control_timeouts}; decision handover timeouts={self.handover.timeouts}; "
-            f"input faults={self.faults.total}")
+            f"input faults={self.faults.total}; {self.wall_profile.format()}")
         return super().destroy_node()
 
 
