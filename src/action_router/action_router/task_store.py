@@ -53,6 +53,9 @@ class TaskStore:
         self._last_id = 0
         self._stop = threading.Event()
         self._wake = threading.Event()
+        # one writer/reader at a time: a sync() must not return while the background thread holds
+        # rows it took from the outbox but has not committed yet (or read the same rows twice)
+        self._io = threading.Lock()
         self.written = 0
         self.read = 0
         with self._connect() as db:
@@ -83,8 +86,9 @@ class TaskStore:
             self._wake.wait(self.poll_s)
             self._wake.clear()
             try:
-                self._flush()
-                self._load()
+                with self._io:
+                    self._flush()
+                    self._load()
             except sqlite3.Error as exc:    # keep running: the in-memory layer still works
                 self.on_error(f"task store {self.path}: {exc}")
 
@@ -115,17 +119,19 @@ class TaskStore:
                                            float(row[11] or 0.0)))
             self.read += 1
 
-    def sync(self, timeout: float = 2.0) -> None:
+    def sync(self) -> None:
         """Write what is queued and read what is new now (tests, shutdown)."""
-        self._flush()
-        self._load()
+        with self._io:
+            self._flush()
+            self._load()
 
     def close(self) -> None:
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=5.0)
         try:
-            self._flush()
+            with self._io:
+                self._flush()
         except sqlite3.Error as exc:
             self.on_error(f"task store {self.path}: {exc}")
 

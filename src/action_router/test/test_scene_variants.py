@@ -3,10 +3,14 @@
 variant runs the unknown-scene protocol and is mapped; a confirming decision teaches it; no camera
 or a stale frame runs the first variant; two robots sharing one task store stay isolated unless
 isolation is off."""
+import threading
+import time
+
 import numpy as np
 import pytest
 
 from action_router.interrupts import SOURCE_TASK, SOURCE_UNKNOWN_SCENE
+from action_router.task_store import StoredEntry, TaskStore
 from router_rig import Rig
 
 RNG = np.random.default_rng(14)
@@ -121,3 +125,34 @@ def test_robot_id_defaults_to_the_machine_and_namespace_never_one_literal():
     a, b = robot_identity("", "/robot_a"), robot_identity("", "/robot_b")
     assert a != b and a.endswith("/robot_a") and robot_identity("mac-1", "/x") == "mac-1"
     assert Rig().router.robot_id == robot_identity("", "")
+
+
+def test_store_sync_waits_for_a_write_the_background_thread_has_in_flight(tmp_path):
+    """sync() promises the queue written: rows the background thread took but had not committed
+    yet (slowed here) are committed before it returns (CI once read a second store too early)."""
+    class SlowWriter(TaskStore):
+        def __init__(self, *args, **kwargs):
+            self.taken = threading.Event()          # the background thread holds queued rows
+            super().__init__(*args, **kwargs)
+
+        def _connect(self):
+            if threading.current_thread().name == "task-store" and self.taken.is_set():
+                time.sleep(0.3)
+            return super()._connect()
+
+        def _flush(self):
+            if self._outbox:
+                self.taken.set()
+            super()._flush()
+
+    path = str(tmp_path / "tasks.sqlite")
+    writer, reader = SlowWriter(path, poll_s=10.0), TaskStore(path, poll_s=10.0)
+    try:
+        writer.put(StoredEntry("robot_a", "open_door", "lever", "learned", np.zeros(4), (0.0, 0.0, 0.0), "door", 1.0))
+        assert writer.taken.wait(2.0)
+        writer.sync()
+        reader.sync()
+        assert [e.intent for e in reader.take_new()] == ["open_door"] and writer.written == 1
+    finally:
+        writer.close()
+        reader.close()
