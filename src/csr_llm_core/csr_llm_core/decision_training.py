@@ -21,7 +21,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from .decision_situations import ARM_JOINTS, REACH_HANDLE, REACH_SHELF, Script, Stream
 
-GENERATOR_VERSION = 3          # bump when episodes change: cached features are keyed by it
+GENERATOR_VERSION = 1          # bump when episodes change: cached features are keyed by it
 SAFE = frozenset({"hold_position", "stop"})
 OBJECTS = ("box", "bottle", "tool")
 ZONES = ("corridor", "warehouse", "door")
@@ -136,11 +136,9 @@ class Episode:
             running = self.router if roll < 0.6 else ("" if roll < 0.75 else self.rng.choice(INTENTS))
             args = self.args if self.args else {}
             self.script.ask(sorted(self.accept), running=running, **args)
-        # the router then runs what an acceptable decision chose: with several accepted (a person
-        # close: back_off, stop or hold_position) any of them, so that a later probe sees the task
-        # it must resume displaced by a safety intent, as in a live run
-        if len(self.accept) == 1 or self.router not in self.accept or self.rng.random() < 0.5:
-            self.router = self.rng.choice(sorted(self.accept))
+        chosen = sorted(self.accept)[0] if len(self.accept) == 1 else self.router
+        if chosen in INTENTS:
+            self.router = chosen
 
     def motion(self) -> dict:
         """Sensor motion that fits what the robot does now."""

@@ -56,17 +56,6 @@ def test_generated_labels_follow_the_situation(episodes):
                 assert probe.accept == SAFE, newest
 
 
-def test_a_task_displaced_by_a_safety_intent_is_to_be_resumed(episodes):
-    """After an interruption the router runs what the interrupting decision chose (stop, back_off,
-    hold_position), and the probes after it accept only the task: resuming it is learnt from the
-    cached order, not copied from the running task."""
-    tasks = {"open_door", "pick_object", "move_to"}
-    resume = [p for _, s in episodes for _, p in s.probes
-              if p.running in ("stop", "back_off", "hold_position") and p.accept and p.accept <= tasks]
-    assert len(resume) > 0.12 * sum(len(s.probes) for _, s in episodes), len(resume)
-    assert {p.running for p in resume} == {"stop", "back_off", "hold_position"}
-
-
 def test_memory_episodes_decide_on_a_fact_said_long_before(episodes):
     """A moved object: fetching it means driving where it was moved, many chunks after the note."""
     relocated = [(n, s) for n, s in episodes if n.startswith("relocated")]
