@@ -220,9 +220,9 @@ class BagPlayer:
                     next_boundary = (math.floor(t / self.lockstep_period) + 1) * self.lockstep_period
             end = self.duration is not None and t - t0 > self.duration + 1e-9
             # like the simulator: the state stamped at the boundary goes out, then the clock waits
-            # (at the end of a `duration`, for the boundaries it covers)
-            while next_boundary is not None and (t > next_boundary + 1e-9 if not end
-                                                 else next_boundary <= t0 + self.duration + 1e-9):
+            # (at the end of a `duration`, for every boundary it covers)
+            horizon = t0 + self.duration + 2e-9 if end else t
+            while next_boundary is not None and next_boundary < horizon - 1e-9:
                 self._publish_clock(next_boundary)
                 last_clock = next_boundary
                 paused += self._wait_decision(next_boundary)

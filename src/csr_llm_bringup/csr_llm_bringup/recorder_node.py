@@ -129,8 +129,6 @@ class RecorderNode(Node):
             self.faults.record("expectations", f"unreadable scenario/expectations record: {err}")
 
     def _on_truth(self, msg: String) -> None:
-        if '"goals"' not in msg.data and '"wall_s"' not in msg.data:
-            return
         try:
             truth = json.loads(msg.data)
             if "goals" in truth:

@@ -274,8 +274,8 @@ class SimulatorNode(Node):
         last_clock_wall = last_state_wall = 0.0
         profile = self.wall_profile
         while not stop.is_set():
-            mark = profile.now()
             if lock.blocked(sim.steps):
+                mark = profile.now()
                 # paused at a lockstep boundary: keep re-sending the boundary's clock (best effort)
                 # and, once the pause is long, the sensor state once a second for late joiners
                 # (rarely: every copy lands in the bag, and a replay's burst of them once overflowed
