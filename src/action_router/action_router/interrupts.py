@@ -9,14 +9,21 @@ robot can never be told "forward" and "stop" at once.
 A frame runs its sub-tasks in order. When an interrupt frame pops, the frame below resumes: its
 running sub-task is re-planned from the current joint state (the template phase where it was
 interrupted is kept; the blend joins the current state back onto the template).
+
+A decision of a pausing intent (catalogue `pauses_task`: stop, hold_position, back_off) that
+displaces an unfinished task keeps that task as paused (`IntentCatalogue.paused_after` on
+`unfinished_task`); the status reports it, so the next decision can resume it. A decision that
+runs a task clears it.
 """
 from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, field
-from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from csr_llm_core.catalogue import PausedTask
 
 # MotorCommand.SOURCE_* values (kept here so this module stays free of ROS imports)
 SOURCE_NONE = 0
@@ -37,6 +44,7 @@ class Frame:
     subtasks: List[int]
     intent_index: int = -1            # task frames: index of the intent (for level 1)
     args: Dict[str, object] = field(default_factory=dict)
+    decided: Dict[str, Any] = field(default_factory=dict)   # task frames: the decision's own arguments
     index: int = 0                    # running sub-task position in `subtasks`
     started: bool = False             # the running sub-task has been (re)started
     needs_resume: bool = False        # re-plan from the current state before continuing
@@ -108,6 +116,13 @@ class InterruptStack:
         if self.top is not None:
             self.top.needs_resume = True
             self.log.append(f"resume:{self.top.name}")
+
+
+def unfinished_task(frame: Optional[Frame]) -> Optional[PausedTask]:
+    """The decided task a base frame runs, while it is not done (what a pausing decision pauses)."""
+    if frame is None or frame.source != SOURCE_TASK or frame.intent_index < 0 or frame.done:
+        return None
+    return PausedTask(frame.name, dict(frame.decided))
 
 
 class Arbiter:

@@ -7,9 +7,10 @@ The router node maps each onto its message in one function (``router_messages.mo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
+from csr_llm_core.catalogue import PausedTask
 
 from .interrupts import SOURCE_TASK
 
@@ -72,6 +73,7 @@ class RouterStatusSnapshot:
     slip_detected: bool
     slip_events: int
     odom_weight: float
+    paused: Optional[PausedTask] = None   # the task a pausing decision displaced (catalogue pauses_task)
 
 
 def status_snapshot(router: Any) -> RouterStatusSnapshot:
@@ -89,7 +91,7 @@ def status_snapshot(router: Any) -> RouterStatusSnapshot:
         grip_done_count=router.grip_done_count, derate_count=router.derate_count,
         confidence_flips=router.confidence.flips, failsafe_count=router.failsafe_count,
         input_faults=router.faults.total, slip_detected=weight < 1.0, slip_events=router.key_step.slip_events,
-        odom_weight=weight)
+        odom_weight=weight, paused=router.paused)
 
 
 def build_command(router: Any, flags: Tuple[bool, bool, bool, bool], timings: Tuple[float, float, float],

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 from builtin_interfaces.msg import Time
+from csr_llm_core.ros.intent_args import dict_to_arguments
 from csr_llm_msgs.msg import MotorCommand, RouterStatus
 
 from .outputs import Command, RouterStatusSnapshot
@@ -39,5 +40,8 @@ def router_status_message(status: RouterStatusSnapshot, stamp: Time, loop_hz: fl
         derate_count=status.derate_count, confidence_flips=status.confidence_flips,
         failsafe_count=status.failsafe_count, input_faults=status.input_faults,
         last_decision_id=int(last_decision_id))
+    if status.paused is not None:
+        msg.paused_intent = status.paused.intent
+        msg.paused_arguments = dict_to_arguments(status.paused.arguments)
     msg.header.stamp = stamp
     return msg

@@ -3,6 +3,13 @@ import numpy as np
 
 from action_router.interrupts import (GROUPS, SOURCE_INTERRUPT, SOURCE_NONE, SOURCE_SAFE_STOP, SOURCE_TASK,
                                       Arbiter, Frame, InterruptStack)
+from dataclasses import replace
+
+from builtin_interfaces.msg import Time
+from csr_llm_core.catalogue import PausedTask
+from csr_llm_core.ros.intent_args import arguments_to_dict
+
+from action_router.router_messages import router_status_message
 from router_rig import Rig
 
 
@@ -106,3 +113,43 @@ def test_a_repeated_decision_confirms_the_running_task_instead_of_restarting_it(
     r.submit_decision("back_off", {"distance": 0.2})  # a different decision does replace it
     rig.step(1)
     assert r.stack.base().name == "back_off"
+
+
+def test_a_pausing_decision_keeps_the_task_it_displaces_until_a_task_runs_again():
+    """stop / back_off / hold_position (catalogue pauses_task) displacing an unfinished task: the
+    status reports that task, with its decided arguments, until a decision runs a task again."""
+    rig = Rig(base=True)
+    r = rig.router
+    r.submit_decision("move_to", {"zone": "warehouse", "speed": 0.3})
+    rig.step(200)
+    assert r.status().paused is None
+    r.submit_decision("back_off", {"distance": 0.2})
+    rig.step(5)
+    assert r.status().paused == PausedTask("move_to", {"zone": "warehouse", "speed": 0.3})
+    for intent in ("stop", "hold_position"):              # a pause on a pause keeps the task
+        r.submit_decision(intent)
+        rig.step(5)
+        assert r.status().paused == PausedTask("move_to", {"zone": "warehouse", "speed": 0.3})
+    r.submit_decision("open_door")                       # a task runs: nothing is paused
+    rig.step(5)
+    assert r.status().paused is None
+    msg = router_status_message(replace(r.status(), paused=PausedTask("pick_object", {"object": "tool"})),
+                                Time(), 1000.0)
+    assert msg.paused_intent == "pick_object" and arguments_to_dict(msg.paused_arguments) == {"object": "tool"}
+    assert router_status_message(r.status(), Time(), 1000.0).paused_intent == ""
+
+
+def test_a_finished_task_is_not_paused():
+    rig = Rig()
+    r = rig.router
+    r.submit_decision("back_off", {"distance": 0.1})
+    rig.step(3000)
+    assert "task back_off complete" in rig.infos
+    r.submit_decision("open_door")
+    rig.step(5)
+    r.submit_decision("open_door")                       # confirmed, not restarted
+    frame = r.stack.base()
+    frame.index = len(frame.subtasks)                    # as if its last sub-task completed
+    r.submit_decision("stop")
+    rig.step(5)
+    assert r.status().paused is None

@@ -2,7 +2,9 @@
 
 The catalogue is the contract between the reasoning node (which may only emit these intents, with
 well-typed arguments) and the action router (which executes them). Argument types: float and int
-(with min/max, optional unit), string (with a required enum), bool.
+(with min/max, optional unit), string (with a required enum), bool. An intent with
+`pauses_task: true` (stop, hold_position, back_off) pauses the task it displaces: the router keeps
+that task and reports it as paused (PausedTask) until a decision runs a task again.
 """
 from __future__ import annotations
 
@@ -79,6 +81,7 @@ class IntentSpec:
     name: str
     description: str
     arguments: Tuple[ArgumentSpec, ...] = ()
+    pauses_task: bool = False      # displacing a task with this intent pauses it (router status)
 
     def argument(self, name: str) -> ArgumentSpec:
         for spec in self.arguments:
@@ -91,6 +94,19 @@ class IntentSpec:
 class ParsedDecision:
     intent: str
     arguments: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PausedTask:
+    """A task a pausing intent displaced before it finished, with the arguments it was decided with."""
+    intent: str
+    arguments: Dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        """As the decision prompt shows it, e.g. "move_to zone=warehouse speed=0.3"."""
+        values = [f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}"
+                  for name, value in self.arguments.items()]
+        return " ".join([self.intent] + values)
 
 
 class IntentCatalogue:
@@ -126,7 +142,10 @@ class IntentCatalogue:
             arguments = []
             for arg_name, spec in (body.get("arguments") or {}).items():
                 arguments.append(_argument_spec(name, arg_name, spec or {}))
-            intents.append(IntentSpec(name, str(body.get("description", "")).strip(), tuple(arguments)))
+            pauses = body.get("pauses_task", False)
+            if not isinstance(pauses, bool):
+                raise CatalogueError(f"intent {name}: pauses_task must be true or false, got {pauses!r}")
+            intents.append(IntentSpec(name, str(body.get("description", "")).strip(), tuple(arguments), pauses))
         return cls(intents)
 
     @classmethod
@@ -164,6 +183,18 @@ class IntentCatalogue:
             except DecisionError as err:
                 raise DecisionError(err.kind, f"intent {intent}: {err}") from None
         return ParsedDecision(intent, values)
+
+    def paused_after(self, running: Optional[PausedTask], paused: Optional[PausedTask],
+                     intent: str) -> Optional[PausedTask]:
+        """What is paused once a decision of `intent` replaces `running` (an unfinished task or None).
+
+        A task decision clears it; a pausing one (stop after back_off, or nothing was running)
+        keeps it, or pauses the task it displaces."""
+        if not self.intents[intent].pauses_task:
+            return None
+        if running is not None and running.intent in self.intents and not self.intents[running.intent].pauses_task:
+            return running
+        return paused
 
     def describe(self) -> str:
         """The catalogue as prompt text (part of the static head)."""

@@ -172,7 +172,7 @@ def evaluate(engine, catalogue: IntentCatalogue, template, streams: Mapping[str,
                 reasoner.add_chunk(chunk.seq, chunk.text, source=chunk.source_topic, kind=chunk.kind,
                                    stamp=chunk.stamp)
             fed = position
-            decision = reasoner.decide(running=probe.running)
+            decision = reasoner.decide(running=probe.running, paused=probe.paused)
             result = decision.result
             outcomes.append(Outcome(name, category, probe, result.decision.intent, dict(result.decision.arguments),
                                     result.ttft_ms, result.prefix_tokens, result.suffix_tokens))

@@ -1,11 +1,12 @@
 """What a decision asks, given the live state: suffix tokens, grounded names, calibration priors.
 
-The suffix names the running task only when it is a catalogued intent (the name comes from a
-topic anyone can publish) and, when the template asks for it, repeats the newest event chunks; all
-of it is plain text, never control tokens. With `calibrate` the grammar's first intent token is
-calibrated once per head on content-free input (see grammar.py): that needs next-token logits in
-this process, so it runs on an embedded engine only. With `ground_arguments` string arguments are
-limited to the names the live state mentions.
+The suffix names the running task only when it is a catalogued intent (the name comes from a topic
+anyone can publish), the paused task only when it is a valid catalogued decision, and, when the
+template asks for it, repeats the newest event chunks; all of it is plain text, never control
+tokens. With `calibrate` the grammar's first intent token is calibrated once per head on
+content-free input (see grammar.py): that needs next-token logits in this process, so it runs on an
+embedded engine only. With `ground_arguments` string arguments are limited to the names the live
+state mentions.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from .catalogue import IntentCatalogue
+from .catalogue import DecisionError, IntentCatalogue, PausedTask
 from .csr_state import Chunk, KIND_EVENT
 from .grammar import DecisionGrammar
 from .intent_adapter import DEFAULT_ADAPTER, AdapterMismatch, IntentAdapter, head_digest
@@ -37,9 +38,21 @@ class DecisionPrompt:
                                for intent in catalogue.intents.values() for arg in intent.arguments
                                for value in arg.enum}
 
-    def suffix_tokens(self, running: str, interrupts: int, events: Sequence[str]) -> List[int]:
-        return tokenize_suffix(self.template.suffix_segments(running, interrupts, events),
+    def suffix_tokens(self, running: str, interrupts: int, events: Sequence[str], paused: str = "") -> List[int]:
+        return tokenize_suffix(self.template.suffix_segments(running, interrupts, events, paused),
                                self.tokenize, self.tokenize_plain)
+
+    def paused_text(self, paused: Optional[PausedTask]) -> str:
+        """The paused task as the prompt may show it: a valid catalogued decision, else nothing."""
+        if paused is None or not paused.intent:
+            return ""
+        try:
+            return PausedTask(paused.intent, self.catalogue.validate(paused.intent, paused.arguments).arguments).text()
+        except DecisionError as err:
+            if len(self.rejected_running) < 16:
+                self.rejected_running.append(f"paused {paused.intent[:80]}")
+                self.log.warning("paused task is not a valid decision (%s): shown as nothing", err)
+            return ""
 
     def running_intent(self, running: str) -> str:
         """The running task as the prompt may show it: a catalogued intent name, else nothing."""
@@ -50,12 +63,12 @@ class DecisionPrompt:
             self.log.warning("running task %r is not a catalogued intent: shown as nothing", running[:80])
         return ""
 
-    def inputs(self, chunks: Sequence[Chunk], running: str,
-               interrupts: int) -> Tuple[List[int], Optional[List[str]], str]:
+    def inputs(self, chunks: Sequence[Chunk], running: str, interrupts: int,
+               paused: Optional[PausedTask] = None) -> Tuple[List[int], Optional[List[str]], str]:
         """(suffix tokens, grounded names, calibration context) for a decision on these chunks."""
         events = [c.text for c in chunks if c.kind == KIND_EVENT]
         running = self.running_intent(running)
-        suffix = self.suffix_tokens(running, int(interrupts), events)
+        suffix = self.suffix_tokens(running, int(interrupts), events, self.paused_text(paused))
         grounded = None
         if self.template.ground_arguments:
             text = "\n".join(c.text for c in chunks)

@@ -2,8 +2,8 @@
 
 Each situation is a script of robot life: sensor samples go through the real `Aggregator` (so the
 chunk texts are exactly what the aggregator node emits) and events are said on `events`; probes
-ask for a decision at a point of the stream, with the running task the router would report, and
-the intents an operator would accept there (written from the situation, never from a model's
+ask for a decision at a point of the stream, with the running (and paused) task the router would
+report, and the intents an operator would accept there (written from the situation, never from a model's
 answer). Plain module, no rclpy.
 """
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .aggregator import Aggregator, ChunkOut, TopicSpec
+from .catalogue import PausedTask
 
 ARM_JOINTS = ("arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper")
 WHEELS = ("wheel_left", "wheel_right")
@@ -29,6 +30,7 @@ class Probe:
     running: str = ""
     args: Mapping[str, str] = field(default_factory=dict)   # expected string arguments (when accepted)
     note: str = ""
+    paused: Optional[PausedTask] = None     # the task the router reports paused
 
 
 @dataclass
@@ -89,9 +91,10 @@ class Script:
         self.chunks.extend(self.aggregator.on_event("events", text, stamp=self.t))
         return self
 
-    def ask(self, accept: Union[str, Sequence[str]], running: str = "", note: str = "", **args: str) -> "Script":
+    def ask(self, accept: Union[str, Sequence[str]], running: str = "", note: str = "",
+            paused: Optional[PausedTask] = None, **args: str) -> "Script":
         accepted = frozenset([accept] if isinstance(accept, str) else accept)
-        self.probes.append((len(self.chunks), Probe(accepted, running, dict(args), note)))
+        self.probes.append((len(self.chunks), Probe(accepted, running, dict(args), note, paused)))
         return self
 
     def stream(self) -> Stream:
@@ -157,7 +160,8 @@ def _child_in_path():
 def _person_left_resume():
     s = Script().run(1).say("task: open the door").run(3, arm=REACH_HANDLE)
     s.say("person close to the robot (0.50 m)").ask(("back_off", "stop"), running="open_door").run(2, v=-0.1)
-    return s.run(3, v=0.0).say("person left").ask("open_door", running="back_off", note="resume the task")
+    return s.run(3, v=0.0).say("person left").ask("open_door", running="back_off", note="resume the task",
+                                                  paused=PausedTask("open_door"))
 
 
 def _motor_hot_pick():

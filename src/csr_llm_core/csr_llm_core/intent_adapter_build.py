@@ -79,7 +79,7 @@ def record(engine, catalogue: IntentCatalogue, template, streams: Sequence[Tuple
                 reasoner.add_chunk(chunk.seq, chunk.text, source=chunk.source_topic, kind=chunk.kind, stamp=chunk.stamp)
             fed = position
             try:
-                reasoner.decide(running=probe.running)
+                reasoner.decide(running=probe.running, paused=probe.paused)
             except _Recorded:
                 pass
             accept.append([name in probe.accept for name in intents])

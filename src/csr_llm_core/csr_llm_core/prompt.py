@@ -13,6 +13,9 @@ Two question styles:
   last), so the decision sees what changed next to what is running. Examples given as
   {events, running, decision} are rendered in the head with the same event block and question, so
   the model reads each example as it will read the live question.
+
+A question with {paused} shows the task the router reports paused (displaced unfinished by stop,
+hold_position or back_off) through `paused_format`, and nothing when none is paused.
 """
 from __future__ import annotations
 
@@ -48,6 +51,7 @@ class PromptTemplate:
     examples_as_turns: bool = False  # each example as a user turn + model answer (chat few-shot)
     calibration_state: List[str] = field(default_factory=list)   # neutral state lines (no events) to calibrate on
     intent_adapter: str = ""         # "", "default" (the bundled file) or a path: see intent_adapter.py
+    paused_format: str = " (paused task: {task})"   # what {paused} shows when a task is paused
 
     @classmethod
     def from_file(cls, path: Union[str, Path]) -> "PromptTemplate":
@@ -70,14 +74,20 @@ class PromptTemplate:
             ground_arguments=bool(data.get("ground_arguments", False)),
             examples_as_turns=bool(data.get("examples_as_turns", False)),
             calibration_state=[str(line) for line in data.get("calibration_state") or []],
-            intent_adapter=str(data.get("intent_adapter") or ""))
+            intent_adapter=str(data.get("intent_adapter") or ""),
+            paused_format=str(data.get("paused_format", cls.paused_format)))
         for index, example in enumerate(template.examples):
             if "decision" not in example or not ("state" in example or "events" in example):
                 raise ValueError(f"{where}: example {index} needs 'decision' and 'state' or 'events'")
         try:
             template.question_text(NOTHING_RUNNING, 0)
         except (KeyError, IndexError, ValueError) as err:
-            raise ValueError(f"{where}: question may use only {{running}}, {{interrupts}}, {{events}}: {err}") from err
+            raise ValueError(f"{where}: question may use only {{running}}, {{interrupts}}, {{events}}, "
+                             f"{{paused}}: {err}") from err
+        try:
+            template.paused_format.format(task="stop")
+        except (KeyError, IndexError, ValueError) as err:
+            raise ValueError(f"{where}: paused_format may use only {{task}}: {err}") from err
         return template
 
     def head_text(self, catalogue: IntentCatalogue) -> str:
@@ -90,7 +100,8 @@ class PromptTemplate:
             text = "\n".join(lines + ["", "Examples follow, then the state log."])
             for example in self.examples:
                 events = list(example.get("events") or [example.get("state", "")])
-                text += "\n\n" + self.situation_text(example.get("running", ""), 0, events, len(events))
+                text += "\n\n" + self.situation_text(example.get("running", ""), 0, events, len(events),
+                                                     str(example.get("paused") or ""))
                 text += TURN_CLOSE + example["decision"] + "<end_of_turn>\n" + TURN_OPEN
             return text + "State log, oldest first ([time] topic: state):\n"
         if self.examples:
@@ -98,38 +109,42 @@ class PromptTemplate:
             for example in self.examples:
                 if "events" in example:      # rendered like the live question
                     events = list(example["events"])
-                    lines += ["", self.situation_text(example.get("running", ""), 0, events, len(events)),
+                    lines += ["", self.situation_text(example.get("running", ""), 0, events, len(events),
+                                                      str(example.get("paused") or "")),
                               f"Answer: {example['decision']}"]
                 else:
                     lines.append(f"State: {example['state']} -> {example['decision']}")
         lines += ["", "State log, oldest first ([time] topic: state):", ""]
         return "\n".join(lines)
 
-    def question_text(self, running: str, interrupts: int, events_block: str = "") -> str:
-        return self.question.format(running=running or NOTHING_RUNNING, interrupts=interrupts, events=events_block)
+    def question_text(self, running: str, interrupts: int, events_block: str = "", paused: str = "") -> str:
+        return self.question.format(running=running or NOTHING_RUNNING, interrupts=interrupts, events=events_block,
+                                    paused=self.paused_format.format(task=paused) if paused else "")
 
-    def situation_text(self, running: str, interrupts: int, events: Sequence[str], count: int) -> str:
+    def situation_text(self, running: str, interrupts: int, events: Sequence[str], count: int,
+                       paused: str = "") -> str:
         """The question with the newest `count` events: at {events} when the question has it, else before it."""
         block = self.events_text(events, count)
         if "{events}" in self.question:
-            return self.question_text(running, interrupts, block)
-        return block + "\n" + self.question_text(running, interrupts)
+            return self.question_text(running, interrupts, block, paused)
+        return block + "\n" + self.question_text(running, interrupts, paused=paused)
 
     def events_text(self, events: Sequence[str], count: int) -> str:
         shown = "\n".join(events[-count:]) if count and events else NO_EVENTS
         return f"{self.events_header}\n{shown}" if self.events_header else shown
 
-    def suffix_segments(self, running: str = "", interrupts: int = 0,
-                        events: Sequence[str] = ()) -> List[Tuple[str, bool]]:
+    def suffix_segments(self, running: str = "", interrupts: int = 0, events: Sequence[str] = (),
+                        paused: str = "") -> List[Tuple[str, bool]]:
         """The suffix as (text, control) pieces: only the turn markers may become control tokens."""
         if self.recent_events:
-            question = "\n" + self.situation_text(running, interrupts, events, self.recent_events)
+            question = "\n" + self.situation_text(running, interrupts, events, self.recent_events, paused)
         else:
-            question = self.question_text(running, interrupts)
+            question = self.question_text(running, interrupts, paused=paused)
         return [(question, False), (TURN_CLOSE, True), (SCAFFOLD, False)]
 
-    def suffix_text(self, running: str = "", interrupts: int = 0, events: Sequence[str] = ()) -> str:
-        return "".join(text for text, _ in self.suffix_segments(running, interrupts, events))
+    def suffix_text(self, running: str = "", interrupts: int = 0, events: Sequence[str] = (),
+                    paused: str = "") -> str:
+        return "".join(text for text, _ in self.suffix_segments(running, interrupts, events, paused))
 
 
 def tokenize_suffix(segments: Sequence[Tuple[str, bool]], tokenize_control, tokenize_plain) -> List[int]:

@@ -42,7 +42,7 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from .archive_recall import ArchiveRecall, archive_header
 from .backend import BackendUnavailable, DecisionRefused, NoResourceAvailable, ReasoningBackend
-from .catalogue import IntentCatalogue
+from .catalogue import IntentCatalogue, PausedTask
 from .csr_state import CachedState, Chunk, ChunkArchive, KIND_EVENT
 from .decision_prompt import DecisionPrompt
 from .engine import DecodeResult
@@ -186,12 +186,12 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
     def running_intent(self, running: str) -> str:
         return self.prompt.running_intent(running)
 
-    def decision_inputs(self, running: str = "", interrupts: int = 0):
+    def decision_inputs(self, running: str = "", interrupts: int = 0, paused: Optional[PausedTask] = None):
         """(suffix tokens, grounded names, calibration context) for a decision on the current state."""
         with self._lock:
             chunks = list(self.state.chunks)
             evicted = self.state.counters.evictions > 0
-        suffix, grounded, context = self.prompt.inputs(chunks, running, interrupts)
+        suffix, grounded, context = self.prompt.inputs(chunks, running, interrupts, paused)
         if self.archive_recall is not None and evicted:
             query = "\n".join([c.text for c in chunks if c.kind == KIND_EVENT][-3:] + [context])
             suffix = self.archive_recall.suffix_tokens(query, self.config.archive_recall_k,
@@ -359,7 +359,7 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
             behind = len(self._primary_view) - len(self.primary.tokens)
             return behind if self.primary.view_epoch == self._view_epoch else len(self._primary_view)
 
-    def decide(self, running: str = "", interrupts: int = 0) -> Decision:
+    def decide(self, running: str = "", interrupts: int = 0, paused: Optional[PausedTask] = None) -> Decision:
         """A decision on the current state; NoResourceAvailable when every resource is down,
         DecisionRefused when the serving resource answered with something not catalogued."""
         with self._engine_lock:
@@ -367,21 +367,21 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
             while True:
                 serving = self.primary
                 try:
-                    return self._decide_on_primary(running, interrupts)
+                    return self._decide_on_primary(running, interrupts, paused)
                 except BackendUnavailable as err:
                     self._fail_over(serving, err)
                 except DecisionRefused:
                     self.refused_decisions += 1
                     raise
 
-    def _decide_on_primary(self, running: str, interrupts: int) -> Decision:
+    def _decide_on_primary(self, running: str, interrupts: int, paused: Optional[PausedTask]) -> Decision:
         if self.config.rebuild_pause:
             self._primary_idle.clear()
         try:
             start = time.perf_counter()
             self._sync_primary(deciding=True)
             catchup_ms = (time.perf_counter() - start) * 1e3
-            suffix, grounded, context = self.decision_inputs(running, interrupts)
+            suffix, grounded, context = self.decision_inputs(running, interrupts, paused)
             result = self.primary.decide(suffix, self.grammar, grounded, context)
             self.last_cached_tokens = result.cached_tokens
             with self._lock:

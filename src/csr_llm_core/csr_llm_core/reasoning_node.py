@@ -16,7 +16,7 @@ from std_msgs.msg import String
 from csr_llm_msgs.msg import CsrStatus, Decision, RouterStatus, StateChunk
 
 from .backend import BackendUnavailable, DecisionRefused, NoResourceAvailable
-from .catalogue import IntentCatalogue
+from .catalogue import IntentCatalogue, PausedTask
 from .csr_state import ChunkRejected, new_session_id
 from .engine import StateFileError
 from .failover import ResourceHealth
@@ -29,7 +29,7 @@ from .reasoner import Reasoner
 from .realtime import pin_threads
 from .reasoning_config import ReasoningNodeConfig, make_resources, resource_names
 from .ros import qos
-from .ros.intent_args import dict_to_arguments
+from .ros.intent_args import arguments_to_dict, dict_to_arguments
 from .ros.node import run_node
 from .ros.params import declare_dataclass
 from .ros.stamps import set_stamp, stamp_to_sec
@@ -99,6 +99,8 @@ class ReasoningNode(Node):
             counted_in="csr_status dropped_chunks")
         self.running_intent = ""
         self.interrupt_depth = 0
+        self.paused: Optional[PausedTask] = None     # the paused task (router status, or own decisions)
+        self._running_args: dict = {}
         self.decision_id = 0
         self._wake = threading.Condition()
         self._chunks = deque()
@@ -143,6 +145,8 @@ class ReasoningNode(Node):
         if not self.running_from_decisions:
             self.running_intent = msg.active_intent
             self.interrupt_depth = int(msg.interrupt_depth)
+            self.paused = PausedTask(msg.paused_intent, arguments_to_dict(msg.paused_arguments)) \
+                if msg.paused_intent else None
 
     # --- decision thread -------------------------------------------------------------------
     def _now(self) -> float:
@@ -271,15 +275,19 @@ class ReasoningNode(Node):
 
     def _decide(self, trigger: int, stamp: Optional[float] = None) -> None:
         try:
-            decision = self.reasoner.decide(running=self.running_intent, interrupts=self.interrupt_depth)
+            decision = self.reasoner.decide(running=self.running_intent, interrupts=self.interrupt_depth,
+                                            paused=self.paused)
         except DecisionRefused as err:
             self.decision_faults.record("refused_decision", str(err))
             return
         except NoResourceAvailable as err:
             self.decision_faults.record("no_resource", str(err))
             return
-        if self.running_from_decisions:
-            self.running_intent = decision.result.decision.intent
+        if self.running_from_decisions:      # the router's rule, on what this node decided
+            new = decision.result.decision
+            ran = PausedTask(self.running_intent, self._running_args) if self.running_intent else None
+            self.paused = self.reasoner.catalogue.paused_after(ran, self.paused, new.intent)
+            self.running_intent, self._running_args = new.intent, dict(new.arguments)
         result = decision.result
         msg = Decision(decision_id=self.decision_id, intent=result.decision.intent,
                        arguments=dict_to_arguments(result.decision.arguments), trigger=trigger,

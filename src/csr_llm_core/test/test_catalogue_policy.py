@@ -41,3 +41,17 @@ def test_refusals_quote_hostile_values_briefly(catalogue):
 def test_the_decoder_clamps_generated_numbers_into_range(catalogue):
     speed = catalogue["move_to"].argument("speed")
     assert speed.clamp(9.0) == 0.5 and speed.clamp(0.0) == 0.05 and speed.clamp(0.2) == 0.2
+
+
+def test_pausing_intents_pause_the_task_they_displace(catalogue):
+    """pauses_task (stop, hold_position, back_off): the displaced task is kept until a task runs."""
+    from csr_llm_core.catalogue import CatalogueError, IntentCatalogue, PausedTask
+    assert [n for n in catalogue.names if catalogue[n].pauses_task] == ["hold_position", "back_off", "stop"]
+    task = PausedTask("move_to", {"zone": "warehouse", "speed": 0.3})
+    assert catalogue.paused_after(task, None, "stop") == task
+    assert catalogue.paused_after(PausedTask("back_off", {"distance": 0.2}), task, "stop") == task
+    assert catalogue.paused_after(None, task, "hold_position") == task
+    assert catalogue.paused_after(PausedTask("stop"), task, "open_door") is None
+    assert task.text() == "move_to zone=warehouse speed=0.3"
+    with pytest.raises(CatalogueError, match="pauses_task must be true or false"):
+        IntentCatalogue.from_mapping({"intents": {"stop": {"description": "x", "pauses_task": "yes"}}})

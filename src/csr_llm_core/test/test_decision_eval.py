@@ -56,6 +56,30 @@ def test_suffix_shows_the_newest_events_newest_last(template):
     assert "open_door" in text and text.endswith('{"intent": "')
 
 
+def test_the_paused_task_is_shown_only_as_a_valid_catalogued_decision(vocab, template, catalogue):
+    """The router reports the task stop/back_off/hold_position displaced; a paused task that is not a
+    valid decision (unknown intent, out-of-range argument) is shown as nothing, with one warning."""
+    import logging
+    from csr_llm_core.catalogue import PausedTask
+    from csr_llm_core.decision_prompt import DecisionPrompt
+    from dataclasses import replace
+    template = replace(template, question="Events: {events}\nRunning task: {running}{paused}. Which action?",
+                       paused_format=" (paused task: {task})")
+    prompt = DecisionPrompt(catalogue, template, vocab.control, vocab.plain, logging.getLogger("test"))
+    events = ["[1.0s] events: person left"]
+    shown = prompt.paused_text(PausedTask("move_to", {"zone": "warehouse", "speed": 0.3}))
+    assert shown == "move_to zone=warehouse speed=0.3"
+    assert f"Running task: back_off (paused task: {shown})." in template.suffix_text("back_off", 0, events, shown)
+    assert "paused" not in template.suffix_text("back_off", 0, events)
+    for bad in (PausedTask("fly_away"), PausedTask("move_to", {"zone": "roof", "speed": 0.3}),
+                PausedTask("move_to", {"zone": "warehouse", "speed": float("nan")})):
+        assert prompt.paused_text(bad) == ""
+    assert len(prompt.rejected_running) == 3
+    assert prompt.paused_text(None) == prompt.paused_text(PausedTask("")) == ""
+    with pytest.raises(ValueError, match="paused_format"):
+        PromptTemplate.from_mapping({"robot_description": "robot", "paused_format": " {intent}"})
+
+
 def test_examples_in_the_head_read_like_the_live_question(template, catalogue):
     head = template.head_text(catalogue)
     example = template.examples[2]
