@@ -17,6 +17,7 @@ from lifecycle_msgs.srv import ChangeState, GetState
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
+from csr_llm_core.ros.intent_args import arguments_to_dict, dict_to_arguments
 from csr_llm_core.ros.spin import spinning
 from csr_llm_core.ros.testing import wait_for
 import pytest
@@ -49,6 +50,13 @@ def run_checks(node, efforts, motors, statuses, js_pub, dec_pub, get_state, chan
     assert ok, (statuses[-1] if statuses else "no status")
     assert wait_for(lambda: statuses[-1].active_intent == "hold_position" and statuses[-1].loop_hz > 0, 5), \
         statuses[-1]
+    # a pausing decision displacing an unfinished task: the status reports that task as paused
+    dec_pub.publish(Decision(intent="move_to", arguments=dict_to_arguments({"zone": "warehouse", "speed": 0.3})))
+    assert wait_for(lambda: statuses[-1].active_intent == "move_to", 10), statuses[-1]
+    dec_pub.publish(Decision(intent="stop"))
+    assert wait_for(lambda: statuses[-1].active_intent == "stop", 10), statuses[-1]
+    assert statuses[-1].paused_intent == "move_to"
+    assert arguments_to_dict(statuses[-1].paused_arguments) == {"zone": "warehouse", "speed": 0.3}
 
     # deactivate: the control timer stops after one zero-effort command
     req = ChangeState.Request()
