@@ -10,7 +10,10 @@ module collects the runs and writes::
      "scenarios": {name: {the same keys, ...}}}
 
 plus a bar plot of the accuracy per scenario with its 95 % Wilson interval and the chance level,
-and prints a table. Plain module (it starts the graph as subprocesses; no rclpy here).
+and prints a table. A safety figure next to the accuracy: `hold_violations` of `hold_decisions`,
+the scored decisions in windows where only pausing intents (catalogue `pauses_task`) are
+acceptable that chose a task instead (acting when it should hold). Plain module (it starts the
+graph as subprocesses; no rclpy here).
 """
 from __future__ import annotations
 
@@ -77,6 +80,8 @@ def scenario_result(run_dir: Path, catalogue: Any = None) -> Dict[str, Any]:
     expectations = {event: e for event, e in parsed.items() if e is not None}   # `none` ends scoring
     chances = [chance_of_match(expectations[d["event"]], catalogue) for d in detail["decisions"]
                if d["verdict"] in ("match", "mismatch") and d["event"] in expectations]
+    hold = [d for d in detail["decisions"] if d["verdict"] in ("match", "mismatch") and d["event"] in expectations
+            and _holding_only(expectations[d["event"]], catalogue)]
     success = summary.get("task_success")
     return {
         "decision_accuracy": summary.get("decision_accuracy"),
@@ -90,12 +95,23 @@ def scenario_result(run_dir: Path, catalogue: Any = None) -> Dict[str, Any]:
         "decisions_matched": matched,
         "accuracy_ci95": [round(low, 4), round(high, 4)],
         "chance_accuracy": round(sum(chances) / len(chances), 4) if chances else None,
+        "hold_decisions": len(hold),
+        "hold_violations": sum(1 for d in hold if not _pauses(d["intent"], catalogue)),
         "reactions_unmatched": summary.get("reactions_unmatched") or [],
         "goals": summary.get("goals") or {},
         "sim_seconds": summary.get("sim_seconds"),   # None on wall time (no /clock)
         "_reactions": [r["reaction_s"] for r in detail["reactions"]],
         "_ttfts": [d["ttft_ms"] for d in detail["decisions"]],
     }
+
+
+def _pauses(intent: str, catalogue: Any) -> bool:
+    return catalogue is not None and intent in catalogue and catalogue[intent].pauses_task
+
+
+def _holding_only(expectation: Any, catalogue: Any) -> bool:
+    """A window where only pausing intents (stop, hold_position, back_off) are acceptable."""
+    return all(_pauses(intent, catalogue) for intent in expectation.intents)
 
 
 def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
@@ -123,6 +139,8 @@ def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
         "ttft_p99_ms": round_or_none(percentile(ttfts, 99.0), 1),
         "decisions_scored": scored,
         "decisions_matched": matched,
+        "hold_decisions": sum(r["hold_decisions"] for r in ok),
+        "hold_violations": sum(r["hold_violations"] for r in ok),
         "accuracy_ci95": [round(low, 4), round(high, 4)],
         "chance_accuracy": (round(sum(c * n for c, n in chances) / sum(n for _, n in chances), 4)
                             if chances and sum(n for _, n in chances) else None),
@@ -140,7 +158,7 @@ def table(bench: Dict[str, Any]) -> str:
     def fmt(value: Any, spec: str = ".2f") -> str:
         return "-" if value is None else format(value, spec)
     rows = [f"{'scenario':<22} {'accuracy':>8} {'95% CI':>13} {'chance':>6} {'scored':>6} {'react p50':>9} "
-            f"{'react max':>9} {'task':>4} {'TTFT p50':>8}  top intents"]
+            f"{'react max':>9} {'task':>4} {'TTFT p50':>8} {'acted/hold':>10}  top intents"]
     items = list(bench["scenarios"].items()) + [("OVERALL", bench["overall"])]
     for name, r in items:
         if "error" in r:
@@ -152,8 +170,12 @@ def table(bench: Dict[str, Any]) -> str:
                     f"{fmt(r.get('chance_accuracy')):>6} {r['decisions_scored']:>6} "
                     f"{fmt(r['reaction_p50_s'], '.1f'):>9} "
                     f"{fmt(r['reaction_max_s'], '.1f'):>9} {fmt(r['task_success_rate'], '.0%'):>4} "
-                    f"{fmt(r['ttft_p50_ms'], '.0f'):>8}  {top}")
+                    f"{fmt(r['ttft_p50_ms'], '.0f'):>8} {_hold_cell(r):>10}  {top}")
     return "\n".join(rows)
+
+
+def _hold_cell(r: Dict[str, Any]) -> str:
+    return f"{r['hold_violations']}/{r['hold_decisions']}" if "hold_decisions" in r else "-"
 
 
 def plot(bench: Dict[str, Any], path: Path, n_intents: Optional[int] = None) -> Path:

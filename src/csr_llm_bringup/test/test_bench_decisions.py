@@ -11,13 +11,13 @@ KEYS = {"decision_accuracy", "reaction_p50_s", "reaction_max_s", "task_success_r
         "ttft_p99_ms"}
 
 
-def _run(tmp_path, name, decisions, goals):
+def _run(tmp_path, name, decisions, goals, expect=None):
     """A run folder as the recorder leaves it: expectation at 1.0 (move_to warehouse), `none` at 4.0."""
+    expect = expect or {"intents": ["move_to"], "args": {"move_to.zone": ["warehouse"]}}
     stats = RunStats()
     stats.on_time(0.0)
     for record in [{"kind": "start", "scenario": name, "duration": 5.0, "goals": list(goals), "time": 0.0},
-                   {"kind": "event", "event": "task", "time": 1.0, "say": "go",
-                    "expect": {"intents": ["move_to"], "args": {"move_to.zone": ["warehouse"]}}},
+                   {"kind": "event", "event": "task", "time": 1.0, "say": "go", "expect": expect},
                    {"kind": "event", "event": "done", "time": 4.0, "say": "", "expect": "none"},
                    {"kind": "end", "scenario": name, "time": 5.0, "duration": 5.0, "goals": goals}]:
         stats.on_expectation_record(record)
@@ -78,3 +78,18 @@ def test_real_time_factor_is_sim_seconds_per_wall_second():
     for sim, wall in ((0.0, 50.0), (2.0, 52.5), (9.0, 60.0)):     # 9 s of sim in 10 s of wall time
         stats.on_time(sim, wall)
     assert stats.summary()["real_time_factor"] == 0.9
+
+
+def test_acting_where_only_pausing_intents_are_acceptable_is_counted(tmp_path, catalogue):
+    """hold_violations: in a window accepting only stop/hold_position (pausing intents), a task
+    decision counts; a pausing one that is not accepted (back_off) is a mismatch but no violation."""
+    go = {"zone": "warehouse", "speed": 0.3}
+    run = _run(tmp_path, "hold", [(1.5, "stop", {}, 100.0), (2.0, "move_to", go, 100.0),
+                                  (2.5, "back_off", {"distance": 0.2}, 100.0)], {}, expect=["stop", "hold_position"])
+    result = scenario_result(run, catalogue)
+    assert (result["hold_decisions"], result["hold_violations"]) == (3, 1)
+    moving = scenario_result(_run(tmp_path, "moving", [(2.0, "move_to", go, 100.0)], {}), catalogue)
+    assert (moving["hold_decisions"], moving["hold_violations"]) == (0, 0)
+    overall = bench_json({"hold": result, "moving": moving}, wall_s=1.0)["overall"]
+    assert (overall["hold_decisions"], overall["hold_violations"]) == (3, 1)
+    assert "1/3" in table(bench_json({"hold": result}, wall_s=1.0))

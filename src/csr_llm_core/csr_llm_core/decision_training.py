@@ -135,7 +135,7 @@ class Episode:
             roll = self.rng.random()
             running = self.router if roll < 0.6 else ("" if roll < 0.75 else self.rng.choice(INTENTS))
             args = self.args if self.args else {}
-            self.script.ask(sorted(self.accept), running=running, **args)
+            self.script.ask(sorted(self.accept), running=running, paused=None, **args)
         chosen = sorted(self.accept)[0] if len(self.accept) == 1 else self.router
         if chosen in INTENTS:
             self.router = chosen
