@@ -429,6 +429,8 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
         for thread in (self._warm_thread, self._thread):
             if thread is not None:
                 thread.join(timeout=10)
+                if thread.is_alive():
+                    self.log.warning("%s still busy after 10 s: closing without it", thread.name)
         self.health.close()
 
 

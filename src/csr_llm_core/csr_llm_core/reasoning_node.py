@@ -5,6 +5,7 @@ import math
 import sys
 import threading
 import time
+import traceback
 from collections import deque
 from pathlib import Path
 from typing import Optional
@@ -33,6 +34,10 @@ from .ros.intent_args import arguments_to_dict, dict_to_arguments
 from .ros.node import run_node
 from .ros.params import declare_dataclass
 from .ros.stamps import set_stamp, stamp_to_sec
+
+# At stop the decision thread finishes its decision; bounded well inside the runner's and launch's
+# 30 s grace, which still has to cover saving the state and joining the rebuild threads.
+DECISION_JOIN_S = 10.0
 
 
 class ReasoningNode(Node):
@@ -319,11 +324,17 @@ class ReasoningNode(Node):
         msg.header.stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(msg)
 
+    def _join_or_report(self, thread: threading.Thread, timeout: float, what: str) -> None:
+        thread.join(timeout=timeout)
+        if thread.is_alive():
+            self.get_logger().warning(f"{what} still busy after {timeout:g} s, in {_where(thread)}; "
+                                      "stopping without it")
+
     def destroy_node(self):
         with self._wake:
             self._stopping = True
             self._wake.notify()
-        self._thread.join(timeout=30)
+        self._join_or_report(self._thread, DECISION_JOIN_S, "decision thread")
         with self._wake:
             pending, self._chunks = list(self._chunks), deque()
         for msg in pending:          # accepted chunks are kept (and saved), not dropped at shutdown
@@ -340,6 +351,15 @@ class ReasoningNode(Node):
         for engine in self.engines + ([self.fallback] if self.fallback else []):
             engine.close()
         return super().destroy_node()
+
+
+def _where(thread: threading.Thread) -> str:
+    """The innermost frames a thread is in now (for a stop that has to leave it behind)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None:
+        return "?"
+    return " <- ".join(f"{f.name} ({Path(f.filename).name}:{f.lineno})"
+                       for f in reversed(traceback.extract_stack(frame)[-4:]))
 
 
 class _RosLogAdapter:

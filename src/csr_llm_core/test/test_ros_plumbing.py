@@ -110,3 +110,22 @@ def test_a_node_declares_its_parameters_from_a_dataclass():
         bad.destroy_node()
     finally:
         rclpy.shutdown(context=context)
+
+
+def test_a_stop_that_leaves_a_busy_thread_behind_says_where_it_is():
+    """The reasoning node's stop names the frames of a thread that did not finish in time."""
+    import threading
+    from csr_llm_core.reasoning_node import _where
+    release = threading.Event()
+
+    def stuck_in_a_decode():
+        release.wait(10)
+
+    thread = threading.Thread(target=stuck_in_a_decode, name="decision-loop")
+    thread.start()
+    try:
+        assert "stuck_in_a_decode (test_ros_plumbing.py" in _where(thread)
+    finally:
+        release.set()
+        thread.join()
+    assert _where(thread) == "?"
