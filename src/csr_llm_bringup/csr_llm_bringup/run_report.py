@@ -5,8 +5,8 @@ The recorder node feeds it plain values taken from the run's messages; nothing h
 from __future__ import annotations
 
 import json
-import time
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -54,6 +54,7 @@ class RunStats:
     expectation_records: List[Dict[str, Any]] = field(default_factory=list)
     goals: Dict[str, Optional[float]] = field(default_factory=dict)
     sim_wall_s: Dict[str, float] = field(default_factory=dict)   # the simulator's wall time per phase
+    decision_wall_s: float = 0.0     # the decisions' own time (Decision.total_ms), summed
 
     def on_time(self, t: float, wall: Optional[float] = None) -> None:
         wall = time.monotonic() if wall is None else wall
@@ -64,8 +65,9 @@ class RunStats:
         self.last_time = t if self.last_time is None else max(self.last_time, t)
 
     def on_decision(self, t: float, ttft_ms: float, intent: str, resource: str, state_version: int,
-                    arguments: Optional[Mapping[str, Any]] = None) -> None:
+                    arguments: Optional[Mapping[str, Any]] = None, total_ms: float = 0.0) -> None:
         self.decisions.append((t, ttft_ms, intent, resource, state_version))
+        self.decision_wall_s += max(0.0, float(total_ms)) / 1e3 if math.isfinite(total_ms) else 0.0
         self.decision_arguments.append(dict(arguments or {}))
 
     def on_expectation_record(self, record: Mapping[str, Any]) -> None:
@@ -195,6 +197,9 @@ class RunStats:
             "scenario": self.scenario_info().get("scenario"),
             # where the simulator's wall time went (lockstep waits, physics, pacing, ...; None without one)
             "sim_wall_s": dict(self.sim_wall_s) or None,
+            # wall seconds the reasoning node spent deciding (catch-up, suffix, decode) per second of
+            # the run: with decisions lockstepped, real time needs this well below 1
+            "decision_wall_s_per_s": round(self.decision_wall_s / duration, 3) if duration > 0 else None,
             **_score_summary(self.decision_score()),
         }
 

@@ -80,6 +80,18 @@ def test_real_time_factor_is_sim_seconds_per_wall_second():
     assert stats.summary()["real_time_factor"] == 0.9
 
 
+
+def test_decision_time_per_second_of_the_run():
+    """The decisions' own wall time (Decision.total_ms) per second of the run: what lockstepped
+    decisions cost the simulation's real-time factor; a NaN total is not counted."""
+    stats = RunStats(clock_seen=True)
+    stats.on_time(0.0, 10.0)
+    for t, total in ((0.5, 400.0), (1.0, 600.0), (1.5, float("nan"))):
+        stats.on_decision(t, 150.0, "stop", "R1", 0, total_ms=total)
+    stats.on_time(2.0, 14.0)
+    assert stats.summary()["decision_wall_s_per_s"] == 0.5
+
+
 def test_acting_where_only_pausing_intents_are_acceptable_is_counted(tmp_path, catalogue):
     """hold_violations: in a window accepting only stop/hold_position (pausing intents), a task
     decision counts; a pausing one that is not accepted (back_off) is a mismatch but no violation."""
