@@ -11,9 +11,9 @@ running sub-task is re-planned from the current joint state (the template phase 
 interrupted is kept; the blend joins the current state back onto the template).
 
 A decision of a pausing intent (catalogue `pauses_task`: stop, hold_position, back_off) that
-displaces an unfinished task keeps that task as paused (`IntentCatalogue.paused_after` on
-`unfinished_task`); the status reports it, so the next decision can resume it. A decision that
-runs a task clears it.
+displaces an unfinished task keeps that task as paused (`InterruptStack.set_task`, by
+`IntentCatalogue.paused_after`); the status reports it, so the next decision can resume it. A
+decision that runs a task clears it.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from csr_llm_core.catalogue import PausedTask
+from csr_llm_core.catalogue import IntentCatalogue, PausedTask
 
 # MotorCommand.SOURCE_* values (kept here so this module stays free of ROS imports)
 SOURCE_NONE = 0
@@ -79,6 +79,7 @@ class InterruptStack:
     def __init__(self) -> None:
         self.frames: List[Frame] = []
         self.log: Deque[str] = collections.deque(maxlen=LOG_LENGTH)  # last push/pop/resume events, in order
+        self.paused: Optional[PausedTask] = None     # the task a pausing decision displaced
 
     @property
     def top(self) -> Optional[Frame]:
@@ -100,6 +101,11 @@ class InterruptStack:
             self.log.append(f"base:{frame.name}")
             if interrupts:
                 frame.needs_resume = True
+
+    def set_task(self, frame: Frame, catalogue: IntentCatalogue) -> None:
+        """A decided task replaces the base frame; what it displaces may become the paused task."""
+        self.paused = catalogue.paused_after(unfinished_task(self.base()), self.paused, frame.name)
+        self.set_base(frame)
 
     def base(self) -> Optional[Frame]:
         return self.frames[0] if self.frames and self.frames[0].source != SOURCE_INTERRUPT else None

@@ -91,7 +91,7 @@ def status_snapshot(router: Any) -> RouterStatusSnapshot:
         grip_done_count=router.grip_done_count, derate_count=router.derate_count,
         confidence_flips=router.confidence.flips, failsafe_count=router.failsafe_count,
         input_faults=router.faults.total, slip_detected=weight < 1.0, slip_events=router.key_step.slip_events,
-        odom_weight=weight, paused=router.paused)
+        odom_weight=weight, paused=router.stack.paused)
 
 
 def build_command(router: Any, flags: Tuple[bool, bool, bool, bool], timings: Tuple[float, float, float],

@@ -30,7 +30,6 @@ import time
 from typing import Callable, Dict, List, Optional, Tuple, cast
 
 import numpy as np
-from csr_llm_core.catalogue import PausedTask
 
 from .cache import ExecutionLayer, ExecutionSet
 from .decision_args import bound_fields, resolve_arguments
@@ -39,7 +38,7 @@ from .go_to_pose import STOP, BaseTwist, GoToPoseConfig, go_to_pose
 from .identity import robot_identity
 from .inputs import QueuedDecision, RouterInputs, make_fault_log
 from .interrupts import (SOURCE_INTERRUPT, SOURCE_TASK, SOURCE_UNKNOWN_SCENE, Arbiter, Frame,
-                         InterruptSpec, InterruptStack, ProximityInterrupts, unfinished_task)
+                         InterruptSpec, InterruptStack, ProximityInterrupts)
 from .level1 import NO_MATCH, Level1, Level1Result, UnknownScene
 from .level2 import Level2
 from .level3 import EXEC_DERATED, EXEC_FAILSAFE, EXEC_NOMINAL, EXEC_STOPPED, Level3  # noqa: F401 - re-exported
@@ -165,7 +164,6 @@ class Router:
         self.failsafe_count = 0
         self.refused_decisions = 0
         self._last_refusal = ""
-        self.paused: Optional[PausedTask] = None    # the task a pausing decision displaced
         self._requests: List[str] = []
         self._sounds: List[str] = []
         self._last_done: Optional[Tuple[str, dict, str, List[int]]] = None   # task just completed
@@ -313,14 +311,13 @@ class Router:
         sequence = [self.subtask_index[s] for s in resolved.subtasks] if resolved.subtasks else self.sequences[ii]
         frame = Frame(SOURCE_TASK, intent, list(sequence), intent_index=ii, args=fields,
                       decided=dict(decision.arguments))
-        self.paused = self.cfg.catalogue.paused_after(unfinished_task(running), self.paused, intent)
         if self._last_done is not None and self._last_done[:2] != (intent, fields):
             self._last_done = None
         if self.execution.failure:
             self.execution.failure = False
             self.level3.rearm()
             self.info(f"failure flag cleared by a new decision ({intent})")
-        self.stack.set_base(frame)
+        self.stack.set_task(frame, self.cfg.catalogue)
         self.level1.reset_misses()
         self.level2.invalidate()
 
