@@ -65,12 +65,12 @@ class AsrRebuildMixin:
     def warm_secondary(self) -> Optional[threading.Thread]:
         """Evaluate the static head on the idle secondary in the background, in `rebuild_batch`
         pieces that yield to the primary (decisions start at once), so the first eviction rebuilds
-        only the live chunks; that rebuild waits for it. Only a head that ends a line (its pieces,
-        and so the cache, are the rebuild's) and not with swap_after_decisions (a lockstepped run
-        must not depend on when it finishes). Returns the thread, or None when there is nothing to do."""
+        only the live chunks; that rebuild waits for it. Only a head that ends a line: pieces end at
+        every line end (`by_line`), so the warmed head's cache is bitwise the cold rebuild's, and a
+        lockstepped run (swap_after_decisions) decides alike whenever the warm finishes. Returns the
+        thread, or None when there is nothing to do."""
         secondary, head = self.secondary, self.state.head_tokens
         if secondary is None or self._reconciling or not secondary.is_local or not head \
-                or self.config.swap_after_decisions != 0 \
                 or head[-1] not in getattr(secondary, "line_end_tokens", ()):
             return None
 

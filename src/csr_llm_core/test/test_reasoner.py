@@ -270,7 +270,8 @@ def test_archive_recall_opens_the_suffix_with_this_sessions_evicted_chunks(engin
 
 def test_asr_swaps_at_a_fixed_decision_boundary_whatever_the_timing(engines, catalogue, template, tmp_path):
     """swap_after_decisions: a fast and a slow run of one chunk stream swap at the same decision
-    and decide alike (what makes ASR replayable under lockstep)."""
+    and decide alike (what makes ASR replayable under lockstep). The fast run warms the secondary's
+    head first and the slow one rebuilds it cold: line-aligned pieces make both caches the same."""
     runs = []
     for pause in (0.0, 0.03):
         for engine in engines:
@@ -279,6 +280,10 @@ def test_asr_swaps_at_a_fixed_decision_boundary_whatever_the_timing(engines, cat
                         rebuild_pause=False, tau_mem=800)
         trace = []
         try:
+            if pause == 0.0:
+                warming = reasoner.warm_secondary()
+                assert warming is not None
+                warming.join()
             for seq in range(56):
                 feed(reasoner, [seq])
                 if seq % 4 == 3:
