@@ -84,6 +84,9 @@ class ReasonerConfig:
     # first. Ignored with swap_after_decisions > 0: there every decision includes every chunk
     decide_on_cached: bool = True
     max_uncached_tokens: int = 512
+    # evaluate the static head on an idle local secondary at start, so the first eviction rebuilds
+    # only the live chunks (False: that rebuild evaluates the head too; what bench-rtf compares)
+    warm_head: bool = True
 
 
 @dataclass

@@ -70,7 +70,7 @@ class AsrRebuildMixin:
         lockstepped run (swap_after_decisions) decides alike whenever the warm finishes. Returns the
         thread, or None when there is nothing to do."""
         secondary, head = self.secondary, self.state.head_tokens
-        if secondary is None or self._reconciling or not secondary.is_local or not head \
+        if not self.config.warm_head or secondary is None or self._reconciling or not secondary.is_local or not head \
                 or head[-1] not in getattr(secondary, "line_end_tokens", ()):
             return None
 

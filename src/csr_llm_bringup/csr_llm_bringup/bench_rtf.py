@@ -1,0 +1,173 @@
+"""Real-time factor bench (`make bench-rtf`): where a lockstepped sim run's wall time goes, per variant.
+
+One scenario runs through ``csr-llm run --profile sim`` (as bench-decisions runs it) under each
+variant (a name and ``--set`` overrides), the variants interleaved run by run and repeated, so
+every ratio compares runs made side by side on the same machine load. Per run it reads
+``summary.json``: ``real_time_factor``, ``decision_wall_s_per_s`` (the reasoning node's own
+deciding time per sim second), the simulator's wall-time profile (``sim_wall_s``), and the
+decisions' ``total_ms`` from the bag's ``Decision`` messages (the longest one shows a decision that
+waited for an ASR rebuild). It writes::
+
+    {"scenario", "repeats", "baseline",
+     "variants": {name: {"overrides", "runs": [per run], "real_time_factor", "decision_wall_s_per_s",
+                         "longest_decision_ms", "sim_wall_s": {phase: median}, "rtf_without_decisions",
+                         "rtf_ratio"}}}
+
+medians over the repeats; ``rtf_ratio`` is the variant's median RTF over the baseline's.
+``rtf_without_decisions`` is the bound the rest of the loop sets (sim seconds over the wall time
+not spent waiting for decisions). Plain module (the graph runs as subprocesses; no rclpy here).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .bench_decisions import run_scenario
+
+# The baseline (first) is the sim profile as it was before the lockstep rebuild fixes: the head
+# rebuilt cold at the first eviction and the swap two decisions after it; then the shipped profile.
+DEFAULT_VARIANTS = ("cold_head_swap2=reasoning.warm_head=false,reasoning.swap_after_decisions=2", "shipped=")
+DECISION_PHASES = ("decision lockstep", "event decisions")
+
+
+def parse_variant(text: str) -> Tuple[str, List[str]]:
+    """"name=node.param=value,node.param=value" (or "name=" for no override) -> (name, overrides)."""
+    name, sep, rest = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ValueError(f"variant {text!r}: write NAME=node.param=value[,node.param=value] (or NAME=)")
+    overrides = [item.strip() for item in rest.split(",") if item.strip()]
+    for item in overrides:
+        node_param, eq, _value = item.partition("=")
+        if not eq or "." not in node_param:
+            raise ValueError(f"variant {name!r}: override {item!r} is not node.param=value")
+    return name, overrides
+
+
+def run_figures(run_dir: Path) -> Dict[str, Any]:
+    """What one run says about its wall time: summary.json plus the decisions' total_ms from its bag."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    wall = dict(summary.get("sim_wall_s") or {})
+    sim_s = float(summary.get("sim_seconds") or 0.0)
+    deciding = sum(float(wall.get(phase, 0.0)) for phase in DECISION_PHASES)
+    rest = float(wall.get("total", 0.0)) - deciding
+    totals = decision_totals_ms(run_dir / "bag")
+    return {"real_time_factor": summary.get("real_time_factor"),
+            "decision_wall_s_per_s": summary.get("decision_wall_s_per_s"),
+            "sim_seconds": sim_s, "sim_wall_s": wall,
+            "rtf_without_decisions": round(sim_s / rest, 3) if rest > 0 else None,
+            "decisions": summary.get("decisions"), "swaps": summary.get("swaps"),
+            "longest_decision_ms": round(max(totals), 1) if totals else None,
+            "decision_accuracy": summary.get("decision_accuracy")}
+
+
+def decision_totals_ms(bag: Path) -> List[float]:
+    """Each recorded Decision's total_ms (empty when the bag has no decision topic)."""
+    from .bag_io import inspect_bag, read_messages
+    from .bags import typestore
+    report = inspect_bag(bag)
+    topics = [t for t in report.usable_topics if t.rstrip("/").endswith("/decision") or t == "decision"]
+    if not topics:
+        return []
+    store = typestore()
+    out = []
+    for _topic, msgtype, _stamp, raw, decoded in read_messages(bag, report, topics):
+        msg: Any = decoded if decoded is not None else store.deserialize_cdr(raw, msgtype)
+        out.append(float(msg.total_ms))
+    return out
+
+
+def _median(values: Sequence[Any]) -> Optional[float]:
+    numbers = [float(v) for v in values if v is not None]
+    return round(statistics.median(numbers), 3) if numbers else None
+
+
+def summarise(scenario: str, variants: Dict[str, List[str]], runs: Dict[str, List[Dict[str, Any]]],
+              baseline: str) -> Dict[str, Any]:
+    """Medians per variant over its runs, and each variant's RTF over the baseline's."""
+    out: Dict[str, Any] = {"scenario": scenario, "repeats": max((len(r) for r in runs.values()), default=0),
+                           "baseline": baseline, "variants": {}}
+    for name, overrides in variants.items():
+        done = [r for r in runs.get(name, []) if "error" not in r]
+        phases = sorted({phase for r in done for phase in r["sim_wall_s"]})
+        out["variants"][name] = {
+            "overrides": overrides, "runs": runs.get(name, []),
+            "real_time_factor": _median([r["real_time_factor"] for r in done]),
+            "decision_wall_s_per_s": _median([r["decision_wall_s_per_s"] for r in done]),
+            "longest_decision_ms": _median([r["longest_decision_ms"] for r in done]),
+            "rtf_without_decisions": _median([r["rtf_without_decisions"] for r in done]),
+            "sim_wall_s": {phase: _median([r["sim_wall_s"].get(phase) for r in done]) for phase in phases},
+        }
+    base = out["variants"].get(baseline, {}).get("real_time_factor")
+    for entry in out["variants"].values():
+        rtf = entry["real_time_factor"]
+        entry["rtf_ratio"] = round(rtf / base, 3) if rtf is not None and base else None
+    return out
+
+
+def table(bench: Dict[str, Any]) -> str:
+    def cell(value: Any, spec: str = ".3f") -> str:
+        return "-" if value is None else format(value, spec)
+    lines = [f"{'variant':18s} {'RTF':>6s} {'ratio':>6s} {'dec s/s':>8s} {'longest ms':>10s} "
+             f"{'RTF w/o dec':>11s} {'lockstep s':>10s} {'control s':>9s}"]
+    for name, v in bench["variants"].items():
+        wall = v["sim_wall_s"]
+        lines.append(f"{name:18s} {cell(v['real_time_factor']):>6s} {cell(v['rtf_ratio'], '.2f'):>6s} "
+                     f"{cell(v['decision_wall_s_per_s']):>8s} {cell(v['longest_decision_ms'], '.0f'):>10s} "
+                     f"{cell(v['rtf_without_decisions']):>11s} {cell(wall.get('decision lockstep'), '.1f'):>10s} "
+                     f"{cell(wall.get('control round trip'), '.1f'):>9s}")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench_rtf", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", default="door_person", help="one scenario with an eviction (default door_person)")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per variant, interleaved (default 2)")
+    parser.add_argument("--variant", action="append", metavar="NAME=node.param=value,...",
+                        help="a variant (repeatable; the first is the baseline); default: "
+                             + " and ".join(DEFAULT_VARIANTS))
+    parser.add_argument("--out", default="build/bench/rtf.json")
+    parser.add_argument("--runs-dir", default="build/bench/rtf_runs")
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats: at least 1")
+    try:
+        variants = dict(parse_variant(text) for text in (args.variant or DEFAULT_VARIANTS))
+    except ValueError as err:
+        parser.error(str(err))
+    runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in variants}
+    start = time.monotonic()
+    for repeat in range(args.repeats):
+        for name, overrides in variants.items():
+            print(f"[bench-rtf] {args.scenario} run {repeat + 1}/{args.repeats}: {name} ...", flush=True)
+            run = run_scenario(args.scenario, Path(args.runs_dir) / name / str(repeat), overrides)
+            try:
+                if run["returncode"] != 0:
+                    raise RuntimeError(f"run exited {run['returncode']} (log: {run.get('log')})")
+                figures = run_figures(Path(run["run_dir"]))
+            except (OSError, ValueError, KeyError, RuntimeError) as err:
+                figures = {"error": str(err)}
+                print(f"[bench-rtf]   FAILED: {err}", flush=True)
+            else:
+                print(f"[bench-rtf]   RTF {figures['real_time_factor']}, deciding "
+                      f"{figures['decision_wall_s_per_s']} s per sim s, longest decision "
+                      f"{figures['longest_decision_ms']} ms", flush=True)
+            runs[name].append(figures)
+    baseline = next(iter(variants))
+    bench = summarise(args.scenario, variants, runs, baseline)
+    bench["wall_s"] = round(time.monotonic() - start, 1)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(bench, indent=2) + "\n")
+    print(table(bench))
+    print(f"[bench-rtf] {out} ({bench['wall_s']:.0f} s wall; ratios against {baseline}, runs interleaved)")
+    failed = [name for name, rs in runs.items() if any("error" in r for r in rs)]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
