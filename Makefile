@@ -115,7 +115,7 @@ bench-decisions: setup
 	  $(if $(SCENARIOS),--scenarios $(SCENARIOS))
 
 # Real-time factor of the lockstepped sim, variants side by side (issue 13): one scenario per variant,
-# interleaved and repeated; build/bench/rtf.json (~8 min on 2 cores). RTF_ARGS="--repeats 3 --variant ...".
+# interleaved and repeated; build/bench/rtf.json (~4-6 min on 2 cores; --repeats 3: ~6-8). RTF_ARGS="--repeats 3 --variant ...".
 .PHONY: bench-rtf
 bench-rtf: setup
 	@mkdir -p build/bench

@@ -4,9 +4,8 @@ One scenario runs through ``csr-llm run --profile sim`` (as bench-decisions runs
 variant (a name and ``--set`` overrides), the variants interleaved run by run and repeated, so
 every ratio compares runs made side by side on the same machine load. Per run it reads
 ``summary.json``: ``real_time_factor``, ``decision_wall_s_per_s`` (the reasoning node's own
-deciding time per sim second), the simulator's wall-time profile (``sim_wall_s``), and the
-decisions' ``total_ms`` from the bag's ``Decision`` messages (the longest one shows a decision that
-waited for an ASR rebuild). It writes::
+deciding time per sim second), ``decision_longest_ms`` (a decision that waited, e.g. for an ASR
+rebuild) and the simulator's wall-time profile (``sim_wall_s``). It writes::
 
     {"scenario", "repeats", "baseline",
      "variants": {name: {"overrides", "runs": [per run], "real_time_factor", "decision_wall_s_per_s",
@@ -49,36 +48,19 @@ def parse_variant(text: str) -> Tuple[str, List[str]]:
 
 
 def run_figures(run_dir: Path) -> Dict[str, Any]:
-    """What one run says about its wall time: summary.json plus the decisions' total_ms from its bag."""
+    """What one run's summary.json says about its wall time."""
     summary = json.loads((run_dir / "summary.json").read_text())
     wall = dict(summary.get("sim_wall_s") or {})
     sim_s = float(summary.get("sim_seconds") or 0.0)
     deciding = sum(float(wall.get(phase, 0.0)) for phase in DECISION_PHASES)
     rest = float(wall.get("total", 0.0)) - deciding
-    totals = decision_totals_ms(run_dir / "bag")
     return {"real_time_factor": summary.get("real_time_factor"),
             "decision_wall_s_per_s": summary.get("decision_wall_s_per_s"),
             "sim_seconds": sim_s, "sim_wall_s": wall,
             "rtf_without_decisions": round(sim_s / rest, 3) if rest > 0 else None,
             "decisions": summary.get("decisions"), "swaps": summary.get("swaps"),
-            "longest_decision_ms": round(max(totals), 1) if totals else None,
+            "longest_decision_ms": summary.get("decision_longest_ms"),
             "decision_accuracy": summary.get("decision_accuracy")}
-
-
-def decision_totals_ms(bag: Path) -> List[float]:
-    """Each recorded Decision's total_ms (empty when the bag has no decision topic)."""
-    from .bag_io import inspect_bag, read_messages
-    from .bags import typestore
-    report = inspect_bag(bag)
-    topics = [t for t in report.usable_topics if t.rstrip("/").endswith("/decision") or t == "decision"]
-    if not topics:
-        return []
-    store = typestore()
-    out = []
-    for _topic, msgtype, _stamp, raw, decoded in read_messages(bag, report, topics):
-        msg: Any = decoded if decoded is not None else store.deserialize_cdr(raw, msgtype)
-        out.append(float(msg.total_ms))
-    return out
 
 
 def _median(values: Sequence[Any]) -> Optional[float]:

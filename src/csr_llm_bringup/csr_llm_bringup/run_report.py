@@ -55,6 +55,7 @@ class RunStats:
     goals: Dict[str, Optional[float]] = field(default_factory=dict)
     sim_wall_s: Dict[str, float] = field(default_factory=dict)   # the simulator's wall time per phase
     decision_wall_s: float = 0.0     # the decisions' own time (Decision.total_ms), summed
+    decision_longest_ms: Optional[float] = None   # and the longest one (a decision that waited, e.g. for a rebuild)
 
     def on_time(self, t: float, wall: Optional[float] = None) -> None:
         wall = time.monotonic() if wall is None else wall
@@ -67,7 +68,9 @@ class RunStats:
     def on_decision(self, t: float, ttft_ms: float, intent: str, resource: str, state_version: int,
                     arguments: Optional[Mapping[str, Any]] = None, total_ms: float = 0.0) -> None:
         self.decisions.append((t, ttft_ms, intent, resource, state_version))
-        self.decision_wall_s += max(0.0, float(total_ms)) / 1e3 if math.isfinite(total_ms) else 0.0
+        if math.isfinite(total_ms):
+            self.decision_wall_s += max(0.0, float(total_ms)) / 1e3
+            self.decision_longest_ms = max(self.decision_longest_ms or 0.0, float(total_ms))
         self.decision_arguments.append(dict(arguments or {}))
 
     def on_expectation_record(self, record: Mapping[str, Any]) -> None:
@@ -200,6 +203,7 @@ class RunStats:
             # wall seconds the reasoning node spent deciding (catch-up, suffix, decode) per second of
             # the run: with decisions lockstepped, real time needs this well below 1
             "decision_wall_s_per_s": round(self.decision_wall_s / duration, 3) if duration > 0 else None,
+            "decision_longest_ms": None if self.decision_longest_ms is None else round(self.decision_longest_ms, 1),
             **_score_summary(self.decision_score()),
         }
 

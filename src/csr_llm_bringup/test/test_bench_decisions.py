@@ -83,13 +83,14 @@ def test_real_time_factor_is_sim_seconds_per_wall_second():
 
 def test_decision_time_per_second_of_the_run():
     """The decisions' own wall time (Decision.total_ms) per second of the run: what lockstepped
-    decisions cost the simulation's real-time factor; a NaN total is not counted."""
+    decisions cost the simulation's real-time factor; and the longest; a NaN total is not counted."""
     stats = RunStats(clock_seen=True)
     stats.on_time(0.0, 10.0)
     for t, total in ((0.5, 400.0), (1.0, 600.0), (1.5, float("nan"))):
         stats.on_decision(t, 150.0, "stop", "R1", 0, total_ms=total)
     stats.on_time(2.0, 14.0)
     assert stats.summary()["decision_wall_s_per_s"] == 0.5
+    assert stats.summary()["decision_longest_ms"] == 600.0
 
 
 def test_acting_where_only_pausing_intents_are_acceptable_is_counted(tmp_path, catalogue):

@@ -1,12 +1,12 @@
-"""bench_rtf (plain): variant parsing, one run's figures from its summary.json and bag, medians and
-ratios. The real graph runs in `make bench-rtf` (its runs go through bench_decisions.run_scenario,
+"""bench_rtf (plain): variant parsing, one run's figures from the summary.json RunStats writes, medians
+and ratios. The real graph runs in `make bench-rtf` (its runs go through bench_decisions.run_scenario,
 which test_bench_decisions_live exercises)."""
 import json
 
 import pytest
 
-from csr_llm_bringup.bags import open_writer, typestore
 from csr_llm_bringup.bench_rtf import DEFAULT_VARIANTS, parse_variant, run_figures, summarise, table
+from csr_llm_bringup.run_report import RunStats
 
 
 def test_variants_parse_and_bad_ones_say_what_to_write():
@@ -19,34 +19,25 @@ def test_variants_parse_and_bad_ones_say_what_to_write():
             parse_variant(bad)
 
 
-def _decision(store, stamp_s, total_ms):
-    types = store.types
-    time_cls, header_cls = types["builtin_interfaces/msg/Time"], types["std_msgs/msg/Header"]
-    header = header_cls(stamp=time_cls(sec=int(stamp_s), nanosec=int(stamp_s % 1 * 1e9)), frame_id="")
-    return types["csr_llm_msgs/msg/Decision"](
-        header=header, decision_id=0, intent="stop", arguments=[], trigger=0, state_version=0, prefix_tokens=10,
-        last_chunk_seq=0, ttft_ms=100.0, total_ms=total_ms, resource="R1", raw_output="")
-
-
 def _run_dir(tmp_path, name, rtf, totals, lockstep_s, total_s):
+    """A run folder's summary.json as RunStats writes it, from decisions with these total_ms."""
     run = tmp_path / name
     run.mkdir()
-    store = typestore()
-    writer = open_writer(run / "bag")
-    conn = writer.add_connection("/decision", "csr_llm_msgs/msg/Decision", typestore=store)
+    stats = RunStats(clock_seen=True)
+    stats.on_time(0.0, 0.0)
     for i, total in enumerate(totals):
-        writer.write(conn, (i + 1) * 10**8, store.serialize_cdr(_decision(store, 0.5 * (i + 1), total),
-                                                                 "csr_llm_msgs/msg/Decision"))
-    writer.close()
+        stats.on_decision(0.5 * (i + 1), 100.0, "stop", "R1", 0, total_ms=total)
+    stats.on_time(10.0, 10.0 / rtf)
+    summary = stats.summary()
     (run / "summary.json").write_text(json.dumps({
-        "real_time_factor": rtf, "decision_wall_s_per_s": sum(totals) / 1e3 / 10.0, "sim_seconds": 10.0,
-        "decisions": len(totals), "swaps": 1, "decision_accuracy": 0.5,
+        **{key: summary[key] for key in ("decisions", "decision_wall_s_per_s", "decision_longest_ms")},
+        "real_time_factor": rtf, "sim_seconds": 10.0, "swaps": 1, "decision_accuracy": 0.5,
         "sim_wall_s": {"decision lockstep": lockstep_s, "event decisions": 1.0, "control round trip": 5.0,
                        "total": total_s}}))
     return run
 
 
-def test_run_figures_read_the_summary_and_the_longest_decision_from_the_bag(tmp_path):
+def test_run_figures_read_the_summary_with_its_longest_decision(tmp_path):
     figures = run_figures(_run_dir(tmp_path, "r", 0.4, [200.0, 3000.0, 250.0], lockstep_s=14.0, total_s=25.0))
     assert figures["longest_decision_ms"] == 3000.0 and figures["decisions"] == 3
     assert figures["real_time_factor"] == 0.4
