@@ -20,7 +20,7 @@ from .csr_state import Chunk, KIND_EVENT
 from .grammar import DecisionGrammar
 from .intent_adapter import DEFAULT_ADAPTER, AdapterMismatch, IntentAdapter, head_digest
 from .paths import expand_path
-from .prompt import CONTENT_FREE_EVENTS, PromptTemplate, chunk_line, tokenize_suffix
+from .prompt import CONTENT_FREE_EVENTS, TURN_CLOSE, PromptTemplate, chunk_line, tokenize_suffix
 
 Tokenize = Callable[[str], List[int]]
 
@@ -75,6 +75,10 @@ class DecisionPrompt:
             grounded = [value for value, pattern in self._enum_patterns.items() if pattern.search(text)]
         return suffix, grounded, running
 
+    def anchor_tokens(self) -> dict:
+        """The newline and end-of-turn ids an adapter's Anchors find lines and the question's end by."""
+        return {"newline": self.tokenize_plain("\n")[-1], "turn_end": self.tokenize(TURN_CLOSE)[0]}
+
     def load_adapter(self, resources: Sequence, grammar: DecisionGrammar,
                      head: List[int]) -> Optional[IntentAdapter]:
         """The template's intent adapter when it fits the model, head and catalogue; else None (logged)."""
@@ -91,7 +95,7 @@ class DecisionPrompt:
         try:
             adapter = IntentAdapter.load(path, model_sha256=model_checksum(engine.model_path),
                                          head_sha256=head_digest(head), n_embd=engine.n_embd,
-                                         first_tokens=grammar.intent_first_tokens())
+                                         first_tokens=grammar.intent_first_tokens(), **self.anchor_tokens())
         except AdapterMismatch as err:
             self.log.warning("%s; deciding without it", err)
             return None

@@ -155,6 +155,20 @@ class LlamaEngine:
         finally:
             llama_cpp.llama_set_embeddings(ctx, False)
 
+    def hidden_states(self, tokens: Sequence[int], positions: Sequence[int]) -> np.ndarray:
+        """Evaluate `tokens` (kept in the cache); the final hidden states at `positions` (indices into
+        `tokens`, the last one among them), concatenated in their order. Each wanted token is its own
+        one-token batch with embeddings on: llama.cpp would otherwise output every token of a batch."""
+        if not positions or max(positions) != len(tokens) - 1:
+            raise ValueError("the positions must end at the last token")
+        states = {}
+        start = 0
+        for position in sorted(set(positions)):
+            self.extend(tokens[start:position])
+            states[position] = self.hidden_after(tokens[position:position + 1])
+            start = position + 1
+        return np.concatenate([states[p] for p in positions])
+
     def logits_after(self, tokens: Sequence[int]) -> np.ndarray:
         """Next-token logits after appending `tokens` to the cache (a copy); the cache is rolled back."""
         prefix_len = len(self.tokens)
@@ -177,10 +191,7 @@ class LlamaEngine:
             run = grammar.start(grounded, context)
             step = run.first()
             if adapter is not None and not step.feed and run.at_intent_choice(step):
-                # the suffix's last token alone, with embeddings on (llama.cpp would otherwise
-                # compute logits for every suffix token): its hidden state feeds the adapter
-                self.extend(suffix[:-1])
-                run.intent_bias = adapter.bias(self.hidden_after(suffix[-1:]))
+                run.intent_bias = adapter.bias(self.hidden_states(suffix, adapter.anchors.positions(suffix)))
             else:
                 self.extend(suffix)
             ttft: Optional[float] = None

@@ -38,6 +38,45 @@ def head_digest(head_tokens: Sequence[int]) -> str:
 
 
 @dataclass
+class Anchors:
+    """Where in the suffix the adapter reads the model's final hidden state: always its last token,
+    and optionally the question's last token and the ends of the question's last `lines` lines
+    (their newline tokens, newest first: what the model made of each event line as it ended). A
+    missing line repeats the earliest one found. Bound to the tokenizer's newline and end-of-turn
+    ids (`bind`); the question ends at the suffix's last end-of-turn token."""
+    lines: int = 0
+    question_end: bool = False
+    newline: int = -1
+    turn_end: int = -1
+
+    @property
+    def count(self) -> int:
+        return 1 + int(self.question_end) + self.lines
+
+    def positions(self, suffix: Sequence[int]) -> List[int]:
+        """Indices into `suffix`, in feature order: last token, question end, newest line end, ..."""
+        last = len(suffix) - 1
+        chosen = [last]
+        if not (self.question_end or self.lines):
+            return chosen
+        closes = [i for i, token in enumerate(suffix) if token == self.turn_end]
+        close = closes[-1] if closes else last
+        if self.question_end:
+            chosen.append(max(close - 1, 0))
+        # index 0 is the newline that separates the suffix from the state log: not a line's end
+        ends = [i for i in range(close - 1, 0, -1) if suffix[i] == self.newline][:self.lines]
+        return chosen + ends + [ends[-1] if ends else chosen[-1]] * (self.lines - len(ends))
+
+    def to_meta(self) -> Dict[str, object]:
+        return {"lines": self.lines, "question_end": self.question_end}
+
+    @classmethod
+    def from_meta(cls, meta: Optional[Mapping[str, object]]) -> "Anchors":
+        meta = meta or {}
+        return cls(int(meta.get("lines", 0)), bool(meta.get("question_end", False)))  # type: ignore[call-overload]
+
+
+@dataclass
 class IntentAdapter:
     intents: List[str]             # row order of `weights`
     weights: np.ndarray            # (n_intents, n_embd)
@@ -46,6 +85,7 @@ class IntentAdapter:
     scale: np.ndarray              # (n_embd,)
     meta: Dict[str, object] = field(default_factory=dict)
     tokens: Dict[str, int] = field(default_factory=dict)    # intent -> first token (bound at load)
+    anchors: Anchors = field(default_factory=Anchors)      # where the features are read (meta "anchors")
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         z = (np.asarray(hidden, dtype=np.float64) - self.mean) / self.scale
@@ -56,18 +96,19 @@ class IntentAdapter:
         values = self.logits(hidden)
         return {self.tokens[name]: float(v) for name, v in zip(self.intents, values)}
 
-    def bind(self, first_tokens: Mapping[str, int]) -> "IntentAdapter":
+    def bind(self, first_tokens: Mapping[str, int], newline: int = -1, turn_end: int = -1) -> "IntentAdapter":
         if sorted(first_tokens) != sorted(self.intents):
             raise AdapterMismatch(f"trained for intents {sorted(self.intents)}, "
                                   f"the catalogue has {sorted(first_tokens)}")
         self.tokens = {name: int(first_tokens[name]) for name in self.intents}
+        self.anchors.newline, self.anchors.turn_end = int(newline), int(turn_end)
         return self
 
     # --- file ------------------------------------------------------------------------------
     def save(self, path: Union[str, Path]) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        meta = dict(self.meta, format=FORMAT, intents=self.intents)
+        meta = dict(self.meta, format=FORMAT, intents=self.intents, anchors=self.anchors.to_meta())
         with open(path, "wb") as handle:
             np.savez_compressed(handle, weights=self.weights.astype(np.float32),
                                 bias=self.bias_terms.astype(np.float32), mean=self.mean.astype(np.float32),
@@ -75,7 +116,7 @@ class IntentAdapter:
 
     @classmethod
     def load(cls, path: Union[str, Path], *, model_sha256: str, head_sha256: str, n_embd: int,
-             first_tokens: Mapping[str, int]) -> "IntentAdapter":
+             first_tokens: Mapping[str, int], newline: int = -1, turn_end: int = -1) -> "IntentAdapter":
         """Read and check an adapter; AdapterMismatch (one reason per problem) unless it fits."""
         path = Path(path)
         try:
@@ -83,7 +124,7 @@ class IntentAdapter:
                 meta = json.loads(str(data["meta"]))
                 adapter = cls(list(meta["intents"]), data["weights"].astype(np.float64),
                               data["bias"].astype(np.float64), data["mean"].astype(np.float64),
-                              data["scale"].astype(np.float64), meta)
+                              data["scale"].astype(np.float64), meta, anchors=Anchors.from_meta(meta.get("anchors")))
         except (OSError, KeyError, ValueError) as err:
             raise AdapterMismatch(f"intent adapter {path}: unreadable ({err})") from err
         problems = []
@@ -93,13 +134,15 @@ class IntentAdapter:
             problems.append("it was trained for another model file")
         if meta.get("head_sha256") != head_sha256:
             problems.append("it was trained for another prompt head (config/prompt.yaml or intents changed)")
-        if adapter.weights.shape != (len(adapter.intents), n_embd) or adapter.mean.shape != (n_embd,):
-            problems.append(f"its weights are {adapter.weights.shape}, the model's hidden size is {n_embd}")
+        width = n_embd * adapter.anchors.count
+        if adapter.weights.shape != (len(adapter.intents), width) or adapter.mean.shape != (width,):
+            problems.append(f"its weights are {adapter.weights.shape}, the model's hidden size is {n_embd} "
+                            f"at {adapter.anchors.count} positions")
         if not np.all(np.isfinite(adapter.weights)) or not np.all(adapter.scale > 0):
             problems.append("its weights are not finite")
         if problems:
             raise AdapterMismatch(f"intent adapter {path} refused: " + "; ".join(problems))
-        return adapter.bind(first_tokens)
+        return adapter.bind(first_tokens, newline, turn_end)
 
 
 # --- training ----------------------------------------------------------------------------------

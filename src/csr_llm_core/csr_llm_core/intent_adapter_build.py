@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import yaml
@@ -26,7 +26,7 @@ import yaml
 from .catalogue import IntentCatalogue
 from .decision_situations import Stream
 from .decision_training import GENERATOR_VERSION, generate
-from .intent_adapter import DEFAULT_ADAPTER, IntentAdapter, accuracy, fit, head_digest
+from .intent_adapter import DEFAULT_ADAPTER, Anchors, IntentAdapter, accuracy, fit, head_digest
 
 
 # how probes are decided (part of the features cache key): 2 = on a prefix holding every chunk said
@@ -38,11 +38,29 @@ class _Recorded(Exception):
     """Ends a training decode once the intent's first token is reached (the rest is not needed)."""
 
 
+DEFAULT_ANCHORS = "last"
+
+
+def parse_anchors(text: str) -> Anchors:
+    """'last', 'lines=2', 'question_end', 'lines=1,question_end' -> Anchors."""
+    anchors = Anchors()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if part == "question_end":
+            anchors.question_end = True
+        elif part.startswith("lines="):
+            anchors.lines = int(part.split("=", 1)[1])
+        elif part != "last":
+            raise ValueError(f"unknown anchor {part!r} (last, lines=N, question_end)")
+    return anchors
+
+
 class _Recorder:
     """Stands in for an adapter during training: records what it is handed, then ends the decode."""
 
-    def __init__(self, engine, first_tokens: Dict[str, int], intents: Sequence[str]):
+    def __init__(self, engine, first_tokens: Dict[str, int], intents: Sequence[str], anchors: Anchors,
+                 anchor_tokens: dict):
         self.engine = engine
+        self.anchors = Anchors(anchors.lines, anchors.question_end, **anchor_tokens)
         self.ids = np.array([first_tokens[name] for name in intents])
         self.hidden: List[np.ndarray] = []
         self.base: List[np.ndarray] = []
@@ -57,7 +75,7 @@ class _Recorder:
 
 
 def record(engine, catalogue: IntentCatalogue, template, streams: Sequence[Tuple[str, Stream]],
-           progress: bool = True) -> dict:
+           progress: bool = True, anchors: Optional[Anchors] = None) -> dict:
     """Hidden states, base log-probs, accepted sets and episode index for every probe (the decode
     stops at the intent's first token: the engine rolls the suffix back as after any decision)."""
     from .decision_eval import offline_config
@@ -71,7 +89,8 @@ def record(engine, catalogue: IntentCatalogue, template, streams: Sequence[Tuple
     for index, (name, stream) in enumerate(streams):
         reasoner = Reasoner([engine], catalogue, template, config)
         if recorder is None:
-            recorder = _Recorder(engine, reasoner.grammar.intent_first_tokens(), intents)
+            recorder = _Recorder(engine, reasoner.grammar.intent_first_tokens(), intents, anchors or Anchors(),
+                                 reasoner.prompt.anchor_tokens())
         reasoner.grammar.intent_adapter = recorder
         fed = 0
         for position, probe in stream.probes:
@@ -116,6 +135,12 @@ def main(argv=None) -> int:
     parser.add_argument("--config-dir", type=Path, default=Path("config"))
     parser.add_argument("--model-path", default=None)
     parser.add_argument("--n-threads", type=int, default=1)
+    parser.add_argument("--anchors", type=parse_anchors, default=parse_anchors(DEFAULT_ANCHORS),
+                        help="where the hidden states are read: 'last' (default, the intent's position), "
+                             "plus 'question_end' and/or 'lines=N' (the ends of the question's last N lines)")
+    parser.add_argument("--learning-rate", type=float, default=0.05)
+    parser.add_argument("--steps", type=int, default=600,
+                        help="Adam steps of the fit (wider anchors need more: 0.01 x 1500 at four)")
     parser.add_argument("--features", type=Path, default=Path("build/intent_adapter/features.npz"),
                         help="recorded features are cached here (reused when episodes/seed/head match)")
     parser.add_argument("--out", type=Path, default=DEFAULT_ADAPTER)
@@ -127,25 +152,29 @@ def main(argv=None) -> int:
     head = engine.tokenize(template.head_text(catalogue), bos=True)
     key = {"episodes": args.episodes, "seed": args.seed, "generator": GENERATOR_VERSION, "recording": RECORDING_VERSION,
            "head_sha256": head_digest(head), "model_sha256": model_checksum(engine.model_path)}
+    if args.anchors.count > 1:          # the default's key (and cached features) stay as they were
+        key["anchors"] = args.anchors.to_meta()
     started = time.perf_counter()
     data = _cached(args.features, key)
     if data is None:
         print(f"recording {args.episodes} generated episodes ...", file=sys.stderr, flush=True)
-        data = record(engine, catalogue, template, generate(args.episodes, args.seed))
+        data = record(engine, catalogue, template, generate(args.episodes, args.seed), anchors=args.anchors)
         args.features.parent.mkdir(parents=True, exist_ok=True)
         arrays = {k: np.asarray(v) for k, v in data.items()}
         arrays["key"] = np.array(json.dumps(key, sort_keys=True))
         np.savez_compressed(args.features, **arrays)  # type: ignore[arg-type]  # numpy stubs: **kwds vs allow_pickle
     hidden, base, accept, episode = data["hidden"], data["base"], data["accept"], data["episode"]
     held = episode % 5 == 0
-    weights = fit(hidden[~held], base[~held], accept[~held], l2=args.l2)
+    settings = {"l2": args.l2, "learning_rate": args.learning_rate, "steps": args.steps}
+    weights = fit(hidden[~held], base[~held], accept[~held], **settings)
     scores = {"train_examples": int(len(hidden)), "val_examples": int(held.sum()),
               "val_accuracy": round(accuracy(hidden[held], base[held], accept[held], weights), 3),
               "val_base_accuracy": round(accuracy(hidden[held], base[held], accept[held]), 3),
               "val_chance": round(float(accept[held].mean()), 3),
               "train_accuracy": round(accuracy(hidden[~held], base[~held], accept[~held], weights), 3)}
-    final = fit(hidden, base, accept, l2=args.l2)
-    adapter = IntentAdapter(list(data["intents"]), *final, meta=dict(key, l2=args.l2, **scores))
+    final = fit(hidden, base, accept, **settings)
+    adapter = IntentAdapter(list(data["intents"]), *final, meta=dict(key, l2=args.l2, **scores),
+                            anchors=args.anchors)
     adapter.save(args.out)
     if not args.skip_heldout:
         adapter.meta["decision_eval"] = score_heldout(engine, catalogue, template, args.out)

@@ -10,7 +10,7 @@ import pytest
 from csr_llm_core.catalogue import IntentCatalogue
 from csr_llm_core.decision_training import SAFE, generate
 from csr_llm_core.grammar import DecisionGrammar
-from csr_llm_core.intent_adapter import AdapterMismatch, IntentAdapter, accuracy, fit, head_digest
+from csr_llm_core.intent_adapter import AdapterMismatch, Anchors, IntentAdapter, accuracy, fit, head_digest
 from csr_llm_core.prompt import PromptTemplate
 
 CONFIG = Path(__file__).resolve().parents[3] / "config"
@@ -108,6 +108,38 @@ def test_adapter_file_is_refused_for_another_model_head_catalogue_or_size(tmp_pa
                                                            first_tokens=firsts))
 
 
+def test_anchors_read_the_question_end_and_its_line_ends_newest_first():
+    newline, turn_end = 1, 2
+    #         0: leading newline, line A ends at 3, line B at 6, question ends at 8, turn at 9
+    suffix = [1, 50, 51, 1, 52, 53, 1, 54, 55, 2, 1, 60, 1, 70]
+    anchors = Anchors(lines=2, question_end=True, newline=newline, turn_end=turn_end)
+    assert anchors.count == 4
+    assert anchors.positions(suffix) == [13, 8, 6, 3]
+    assert Anchors(lines=3, newline=1, turn_end=2).positions(suffix) == [13, 6, 3, 3]   # a missing line repeats
+    assert Anchors().positions(suffix) == [13]
+    assert Anchors(lines=1, newline=1, turn_end=2).positions([1, 50, 51, 2, 60]) == [4, 4]   # no line end at all
+    assert Anchors.from_meta(anchors.to_meta()).to_meta() == {"lines": 2, "question_end": True}
+    assert Anchors.from_meta(None).count == 1          # a file without anchors reads the last token only
+
+
+def test_a_build_parses_anchors_and_the_adapter_file_keeps_them(tmp_path, catalogue):
+    from csr_llm_core.intent_adapter_build import parse_anchors
+    assert parse_anchors("last").count == 1
+    assert parse_anchors("question_end,lines=2").to_meta() == {"lines": 2, "question_end": True}
+    with pytest.raises(ValueError, match="unknown anchor"):
+        parse_anchors("lines=1,middle")
+    k, width = len(catalogue.names), 8 * 2
+    adapter = IntentAdapter(list(catalogue.names), np.zeros((k, width)), np.zeros(k), np.zeros(width), np.ones(width),
+                            {"model_sha256": "m", "head_sha256": "h"}, anchors=parse_anchors("lines=1"))
+    adapter.save(tmp_path / "a.npz")
+    firsts = {name: i for i, name in enumerate(catalogue.names)}
+    loaded = IntentAdapter.load(tmp_path / "a.npz", model_sha256="m", head_sha256="h", n_embd=8, first_tokens=firsts,
+                                newline=7, turn_end=9)
+    assert (loaded.anchors.lines, loaded.anchors.newline, loaded.anchors.turn_end) == (1, 7, 9)
+    with pytest.raises(AdapterMismatch, match="at 2 positions"):
+        IntentAdapter.load(tmp_path / "a.npz", model_sha256="m", head_sha256="h", n_embd=16, first_tokens=firsts)
+
+
 class _Tokens:
     """A tokenizer where every word is one token (enough for the grammar's structure)."""
 
@@ -186,3 +218,34 @@ def test_offline_decisions_read_every_chunk_said_before_the_probe(engines, catal
     for outcome, (position, _) in zip(outcomes, stream.probes):
         said = sum(len(cached.tokenize(chunk_line(c.text))) for c in stream.chunks[:position])
         assert outcome.prefix_tokens == len(head) + said, (position, outcome.prefix_tokens, len(head) + said)
+
+
+def test_anchors_land_on_the_shipped_question_and_engine_reads_them_as_one_token_batches(engines, catalogue):
+    """On the real tokenizer the anchors are the question's '?' and its event lines' newlines; the
+    engine's hidden state at each is the one a cache ending there gives (evaluated piece by piece)."""
+    import yaml
+    from csr_llm_core.reasoner import Reasoner, ReasonerConfig
+    template = replace(PromptTemplate.from_mapping(yaml.safe_load((CONFIG / "prompt.yaml").read_text())),
+                       calibrate=False, intent_adapter="")
+    cached, _ = engines
+    reasoner = Reasoner([cached], catalogue, template, ReasonerConfig(tau_mem=2400, mode="sync"))
+    reasoner.add_chunk(0, "[1.0s] events: task: open the door", kind=0)
+    reasoner.add_chunk(1, "[4.0s] events: person close to the robot (0.45 m)", kind=0)
+    suffix, _, _ = reasoner.decision_inputs("open_door")
+    anchors = Anchors(lines=2, question_end=True, **reasoner.prompt.anchor_tokens())
+    positions = anchors.positions(suffix)
+    words = [cached.detokenize([suffix[p]]) for p in positions]
+    assert words[1].endswith("?") and words[2] == words[3] == "\n", words
+    assert cached.detokenize(suffix[positions[3] + 1:positions[2]]).endswith("(0.45 m)")     # the newest line
+    prefix = list(cached.tokens)
+    features = cached.hidden_states(suffix, positions)
+    assert len(cached.tokens) == len(prefix) + len(suffix)
+    cached.truncate(len(prefix))
+    for block, position in enumerate(positions):
+        expect = cached.hidden_states(suffix[:position + 1], sorted({p for p in positions if p <= position}))
+        cached.truncate(len(prefix))
+        np.testing.assert_array_equal(features[block * cached.n_embd:(block + 1) * cached.n_embd],
+                                      expect[-cached.n_embd:])
+    with pytest.raises(ValueError, match="end at the last token"):
+        cached.hidden_states(suffix, [0])
+    reasoner.close()
