@@ -16,14 +16,17 @@ another ID block and never match while isolation is on).
 from __future__ import annotations
 
 import collections
+import contextlib
 import sqlite3
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Deque, List, Optional
 
 import numpy as np
 
+BUSY_TIMEOUT_S = 5.0
 SCHEMA = """CREATE TABLE IF NOT EXISTS task_entries (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     writer TEXT NOT NULL, robot TEXT NOT NULL, intent TEXT NOT NULL, variant TEXT NOT NULL,
@@ -58,16 +61,30 @@ class TaskStore:
         self._io = threading.Lock()
         self.written = 0
         self.read = 0
-        with self._connect() as db:
-            db.execute(SCHEMA)
+        self._create()
         self._load(initial=True)
         self._thread = threading.Thread(target=self._run, name="task-store", daemon=True)
         self._thread.start()
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=5.0)
-        db.execute("PRAGMA journal_mode=WAL")
-        return db
+    def _create(self, timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        """Switch the file to WAL (kept in the file) and create the table. SQLite's busy handler
+        does not cover a journal-mode switch: robots starting together on a new file get
+        'database is locked' at once, so the switch is retried until the busy timeout."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                with self._connect() as db:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    with db:
+                        db.execute(SCHEMA)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def _connect(self) -> contextlib.closing[sqlite3.Connection]:
+        return contextlib.closing(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S))
 
     # -- tick side -----------------------------------------------------------------------------
     def put(self, entry: StoredEntry) -> None:
@@ -100,7 +117,7 @@ class TaskStore:
             e = self._outbox.popleft()
             rows.append((self.writer, e.robot, e.intent, e.variant, e.kind, np.asarray(e.key, dtype="<f8").tobytes(),
                          *[float(v) for v in e.pose], e.zone, float(e.t)))
-        with self._connect() as db:
+        with self._connect() as db, db:
             db.executemany("INSERT INTO task_entries (writer, robot, intent, variant, kind, key, x, y, yaw, zone, t) "
                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         self.written += len(rows)
@@ -137,4 +154,10 @@ class TaskStore:
 
 
 def open_store(path: str, poll_s: float, on_error=None) -> Optional[TaskStore]:
-    return TaskStore(path, poll_s, on_error) if path else None
+    """The store at path ("" = none); a file SQLite cannot open is an OSError naming it."""
+    if not path:
+        return None
+    try:
+        return TaskStore(path, poll_s, on_error)
+    except sqlite3.Error as exc:
+        raise OSError(f"task store {path}: {exc}") from exc

@@ -69,7 +69,9 @@ def test_two_robots_sharing_a_store_never_route_each_others_entries(tmp_path):
                         return True
                 return False
 
-            assert until(lambda: all(motors.values()), 60), "no motor commands from the routers"
+            if not until(lambda: all(motors.values()), 60):
+                printed = {ns: stop_node(proc)[1][-3000:] for ns, proc in procs.items()}
+                pytest.fail(f"no motor commands from {[ns for ns in motors if not motors[ns]]}; they printed {printed}")
             pubs["robot_a"]["decision"].publish(Decision(intent="open_door"))
             assert until(lambda: motors["robot_a"] and motors["robot_a"][-1] == "retreat_1m", 15), \
                 motors["robot_a"][-5:]

@@ -3,6 +3,7 @@
 variant runs the unknown-scene protocol and is mapped; a confirming decision teaches it; no camera
 or a stale frame runs the first variant; two robots sharing one task store stay isolated unless
 isolation is off."""
+import multiprocessing
 import threading
 import time
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from action_router.interrupts import SOURCE_TASK, SOURCE_UNKNOWN_SCENE
-from action_router.task_store import StoredEntry, TaskStore
+from action_router.task_store import StoredEntry, TaskStore, open_store
 from router_rig import Rig
 
 RNG = np.random.default_rng(14)
@@ -156,3 +157,31 @@ def test_store_sync_waits_for_a_write_the_background_thread_has_in_flight(tmp_pa
     finally:
         writer.close()
         reader.close()
+
+
+def _open_at(path: str, start: float) -> str:
+    while time.time() < start:
+        pass
+    try:
+        TaskStore(path, poll_s=10.0).close()
+        return "ok"
+    except Exception as exc:                      # the failure is the result
+        return repr(exc)
+
+
+def test_robots_starting_together_on_a_new_store_all_open_it(tmp_path):
+    """SQLite's busy handler does not cover the switch to WAL: routers opening a new file at the
+    same moment got 'database is locked' and one failed to configure (a CI run's two-robot test)."""
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        pool.map(time.sleep, [0.0] * 4)            # workers up before the first start time
+        results = []
+        for trial in range(20):
+            start = time.time() + 0.05
+            results += pool.starmap(_open_at, [(str(tmp_path / f"{trial}.sqlite"), start)] * 4)
+    assert results == ["ok"] * 80, sorted(set(results))
+
+
+def test_a_store_sqlite_cannot_open_is_an_error_naming_the_file(tmp_path):
+    with pytest.raises(OSError, match=f"task store {tmp_path}"):
+        open_store(str(tmp_path), 0.1)             # a directory
+    assert open_store("", 0.1) is None
