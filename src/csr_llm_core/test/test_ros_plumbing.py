@@ -129,3 +129,37 @@ def test_a_stop_that_leaves_a_busy_thread_behind_says_where_it_is():
         release.set()
         thread.join()
     assert _where(thread) == "?"
+
+
+HANGING_TEARDOWN = """
+import time
+from rclpy.node import Node
+from csr_llm_core.ros import node as ros_node
+ros_node.TEARDOWN_DUMP_S = 0.5
+
+class Hangs(Node):
+    def __init__(self):
+        super().__init__("hangs")
+        print("up", flush=True)
+
+    def destroy_node(self):
+        time.sleep(3.0)            # a writer that never finishes closing
+        return super().destroy_node()
+
+ros_node.run_node(Hangs)
+"""
+
+
+def test_a_node_stuck_in_its_teardown_prints_where_before_it_is_killed():
+    """A node that does not exit after SIGINT (a CI run's recorder was SIGKILLed with no clue why)
+    prints every thread's stack once TEARDOWN_DUMP_S has passed, and still exits when done."""
+    import signal
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", HANGING_TEARDOWN], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout.readline().strip() == "up"
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert "Timeout (0:00:00.500000)!" in out and "in destroy_node" in out, out

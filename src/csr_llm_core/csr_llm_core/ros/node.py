@@ -8,6 +8,7 @@ invalidate the context before destroy_node runs.
 """
 from __future__ import annotations
 
+import faulthandler
 import signal
 import sys
 import threading
@@ -21,6 +22,14 @@ from rclpy.signals import SignalHandlerOptions
 # Bound on each teardown step, so a stuck callback cannot keep a stopped node alive forever.
 EXECUTOR_SHUTDOWN_S = 2.0
 SPIN_JOIN_S = 5.0
+# A node still tearing down this long after the stop signal prints every thread's stack (then a
+# supervisor's SIGKILL leaves a log that says where it hung); under the runner's 30 s grace.
+TEARDOWN_DUMP_S = 25.0
+
+
+def _on_stop_signal(stop: threading.Event) -> None:
+    stop.set()
+    faulthandler.dump_traceback_later(TEARDOWN_DUMP_S, exit=False)
 
 
 def _single_threaded(_node: Node) -> Executor:
@@ -37,7 +46,7 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda *_: _on_stop_signal(stop))
     node: Optional[Node] = None
     executor: Optional[Executor] = None
     thread: Optional[threading.Thread] = None
@@ -74,6 +83,7 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
             node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
+        faulthandler.cancel_dump_traceback_later()
     return 0
 
 
