@@ -54,6 +54,15 @@ class DecisionPrompt:
                 self.log.warning("paused task is not a valid decision (%s): shown as nothing", err)
             return ""
 
+    def shown_running(self, running: str, paused: Optional[PausedTask]) -> str:
+        """What {running} names: with `running_shows_paused_task`, the paused task while a pausing
+        intent holds it (a task stays the running task through the pause, as the router resumes it)."""
+        if (self.template.running_shows_paused_task and paused is not None and paused.intent in self.catalogue
+                and running in self.catalogue and self.catalogue.intents[running].pauses_task
+                and not self.catalogue.intents[paused.intent].pauses_task):
+            return paused.intent
+        return running
+
     def running_intent(self, running: str) -> str:
         """The running task as the prompt may show it: a catalogued intent name, else nothing."""
         if not running or running in self.catalogue:
@@ -67,7 +76,7 @@ class DecisionPrompt:
                paused: Optional[PausedTask] = None) -> Tuple[List[int], Optional[List[str]], str]:
         """(suffix tokens, grounded names, calibration context) for a decision on these chunks."""
         events = [c.text for c in chunks if c.kind == KIND_EVENT]
-        running = self.running_intent(running)
+        running = self.running_intent(self.shown_running(running, paused))
         suffix = self.suffix_tokens(running, int(interrupts), events, self.paused_text(paused))
         grounded = None
         if self.template.ground_arguments:

@@ -52,6 +52,9 @@ class PromptTemplate:
     calibration_state: List[str] = field(default_factory=list)   # neutral state lines (no events) to calibrate on
     intent_adapter: str = ""         # "", "default" (the bundled file) or a path: see intent_adapter.py
     paused_format: str = " (paused task: {task})"   # what {paused} shows when a task is paused
+    # {running} names the task in progress: while a pausing intent (stop, hold_position, back_off)
+    # holds a task, the paused task, not the pause (the model's own last decision, to be copied)
+    running_shows_paused_task: bool = False
 
     @classmethod
     def from_file(cls, path: Union[str, Path]) -> "PromptTemplate":
@@ -75,7 +78,8 @@ class PromptTemplate:
             examples_as_turns=bool(data.get("examples_as_turns", False)),
             calibration_state=[str(line) for line in data.get("calibration_state") or []],
             intent_adapter=str(data.get("intent_adapter") or ""),
-            paused_format=str(data.get("paused_format", cls.paused_format)))
+            paused_format=str(data.get("paused_format", cls.paused_format)),
+            running_shows_paused_task=bool(data.get("running_shows_paused_task", False)))
         for index, example in enumerate(template.examples):
             if "decision" not in example or not ("state" in example or "events" in example):
                 raise ValueError(f"{where}: example {index} needs 'decision' and 'state' or 'events'")

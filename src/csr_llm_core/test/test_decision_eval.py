@@ -80,6 +80,32 @@ def test_the_paused_task_is_shown_only_as_a_valid_catalogued_decision(vocab, tem
         PromptTemplate.from_mapping({"robot_description": "robot", "paused_format": " {intent}"})
 
 
+
+def test_the_running_task_names_the_paused_task_through_a_pause(vocab, template, catalogue):
+    """With running_shows_paused_task, {running} is the task a stop/hold/back_off holds (the router
+    resumes it), not the pause the model just decided; without a paused task, or off, as reported."""
+    import logging
+    from csr_llm_core.catalogue import PausedTask
+    from csr_llm_core.csr_state import Chunk
+    from csr_llm_core.decision_prompt import DecisionPrompt
+    from dataclasses import replace
+    chunks = [Chunk(seq=0, source="events", kind=KIND_EVENT, text="[1.0s] events: person left", tokens=())]
+    pick = PausedTask("pick_object", {"object": "box"})
+    on = DecisionPrompt(catalogue, replace(template, running_shows_paused_task=True), vocab.control, vocab.plain,
+                        logging.getLogger("test"))
+    off = DecisionPrompt(catalogue, replace(template, running_shows_paused_task=False), vocab.control, vocab.plain,
+                         logging.getLogger("test"))
+    for pause in ("stop", "hold_position", "back_off"):
+        assert on.inputs(chunks, pause, 0, pick)[2] == "pick_object"
+        assert off.inputs(chunks, pause, 0, pick)[2] == pause
+    assert on.inputs(chunks, "stop", 0, None)[2] == "stop"
+    assert on.inputs(chunks, "move_to", 0, pick)[2] == "move_to"            # a task runs: it is shown
+    assert on.inputs(chunks, "stop", 0, PausedTask("back_off"))[2] == "stop"  # a pause is never the task
+    assert on.inputs(chunks, "stop", 0, PausedTask("fly_away"))[2] == "stop"
+    assert "Running task: pick_object." in vocab.llm.detokenize(on.inputs(chunks, "stop", 0, pick)[0]).decode()
+    assert PromptTemplate.from_mapping({"robot_description": "r", "running_shows_paused_task": True}
+                                       ).running_shows_paused_task
+
 def test_examples_in_the_head_read_like_the_live_question(template, catalogue):
     head = template.head_text(catalogue)
     example = template.examples[2]
