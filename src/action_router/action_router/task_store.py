@@ -66,11 +66,11 @@ class TaskStore:
         self._thread = threading.Thread(target=self._run, name="task-store", daemon=True)
         self._thread.start()
 
-    def _create(self, timeout_s: float = BUSY_TIMEOUT_S) -> None:
+    def _create(self) -> None:
         """Switch the file to WAL (kept in the file) and create the table. SQLite's busy handler
         does not cover a journal-mode switch: robots starting together on a new file get
         'database is locked' at once, so the switch is retried until the busy timeout."""
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
         while True:
             try:
                 with self._connect() as db:

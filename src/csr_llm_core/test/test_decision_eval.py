@@ -80,7 +80,6 @@ def test_the_paused_task_is_shown_only_as_a_valid_catalogued_decision(vocab, tem
         PromptTemplate.from_mapping({"robot_description": "robot", "paused_format": " {intent}"})
 
 
-
 def test_the_running_task_names_the_paused_task_through_a_pause(vocab, template, catalogue):
     """With running_shows_paused_task, {running} is the task a stop/hold/back_off holds (the router
     resumes it), not the pause the model just decided; without a paused task, or off, as reported."""
@@ -105,6 +104,7 @@ def test_the_running_task_names_the_paused_task_through_a_pause(vocab, template,
     assert "Running task: pick_object." in vocab.llm.detokenize(on.inputs(chunks, "stop", 0, pick)[0]).decode()
     assert PromptTemplate.from_mapping({"robot_description": "r", "running_shows_paused_task": True}
                                        ).running_shows_paused_task
+
 
 def test_examples_in_the_head_read_like_the_live_question(template, catalogue):
     head = template.head_text(catalogue)

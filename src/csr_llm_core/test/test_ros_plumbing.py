@@ -151,7 +151,7 @@ ros_node.run_node(Hangs)
 
 
 def test_a_node_stuck_in_its_teardown_prints_where_before_it_is_killed():
-    """A node that does not exit after SIGINT (a CI run's recorder was SIGKILLed with no clue why)
+    """A node that does not exit after SIGINT (a bench run's recorder was SIGKILLed with no clue why)
     prints every thread's stack once TEARDOWN_DUMP_S has passed, and still exits when done."""
     import signal
     import subprocess
