@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import List, Optional
 
-from .model import resolve_model_path
+from .model import extra_buffers_enabled, resolve_model_path
 
 
 class ServerNotFound(RuntimeError):
@@ -47,7 +47,7 @@ def server_command(model_path: Optional[str] = None, *, port: int, slots: int = 
     return [str(server_binary()), "--model", str(resolve_model_path(model_path)), "--host", host,
             "--port", str(port), "--ctx-size", str(n_ctx_per_slot * slots), "--parallel", str(slots),
             "--threads", str(threads), "--threads-batch", str(threads), "--swa-full", "--cache-ram", "0",
-            "--no-warmup", "--no-webui"] + list(extra or [])
+            "--no-warmup", "--no-webui"] + ([] if extra_buffers_enabled() else ["--no-repack"]) + list(extra or [])
 
 
 class LlamaServer:

@@ -12,6 +12,9 @@ import json
 import logging
 import os
 import sys
+import threading
+from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Optional, Union
 
@@ -182,6 +185,53 @@ def kv_cache_type_id(name: str) -> int:
     return KV_CACHE_TYPES[name]
 
 
+@lru_cache(maxsize=1)
+def cpu_has_amx(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether the CPU advertises Intel AMX (amx_int8 / amx_tile in /proc/cpuinfo's flags)."""
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        return False
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return "amx_int8" in flags or "amx_tile" in flags
+
+
+def extra_buffers_enabled() -> bool:
+    """Whether llama.cpp may use its extra CPU buffer types (weight repacking, AMX).
+
+    Off on a CPU with AMX: the native build then puts the Q4_K weights in llama.cpp's AMX buffer
+    type, and its matrix multiply crashes the process (SIGSEGV) at the first decode (seen on a
+    Xeon with amx_int8, llama-cpp-python 0.3.36 and llama-server 11434). $CSR_LLM_EXTRA_BUFFERS
+    (1 / 0) overrides the choice."""
+    forced = os.environ.get("CSR_LLM_EXTRA_BUFFERS", "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    return not cpu_has_amx()
+
+
+_PARAMS_LOCK = threading.Lock()
+
+
+@contextmanager
+def _model_params(use_extra_bufts: bool):
+    """llama-cpp-python's Llama takes no use_extra_bufts argument: while one model loads, the
+    default model parameters it starts from carry it."""
+    import llama_cpp.llama_cpp as low_level
+    with _PARAMS_LOCK:
+        defaults = low_level.llama_model_default_params
+
+        def with_choice():
+            params = defaults()
+            params.use_extra_bufts = use_extra_bufts
+            return params
+
+        low_level.llama_model_default_params = with_choice
+        try:
+            yield
+        finally:
+            low_level.llama_model_default_params = defaults
+
+
 def load_llama(model_path: Optional[PathLike] = None, *, n_ctx: int = 4096, n_threads: int = 1,
                n_batch: int = 512, seed: int = 0, flash_attn: bool = False, kv_cache_type: str = "f16", **kwargs):
     """A llama_cpp.Llama on the given (or default) model, with an explicit thread count.
@@ -201,9 +251,10 @@ def load_llama(model_path: Optional[PathLike] = None, *, n_ctx: int = 4096, n_th
         raise ModelFileError(path, "llama-cpp-python is not installed (run `make setup`)") from err
     route_llama_logs()
     try:
-        return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
-                     n_batch=n_batch, seed=seed, verbose=False, flash_attn=flash_attn, type_k=type_id,
-                     type_v=type_id, **kwargs)
+        with _model_params(extra_buffers_enabled()):
+            return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
+                         n_batch=n_batch, seed=seed, verbose=False, flash_attn=flash_attn, type_k=type_id,
+                         type_v=type_id, **kwargs)
     except (ValueError, RuntimeError, OSError) as err:
         raise ModelFileError(path, f"llama.cpp could not load it ({err})") from err
 

@@ -4,8 +4,9 @@ import sys
 
 import pytest
 
-from csr_llm_core.model import (DEFAULT_MODEL_SHA256, ModelFileError, default_model_path,
-                                ensure_default_model, load_llama)
+from csr_llm_core.llama_server import server_command
+from csr_llm_core.model import (DEFAULT_MODEL_SHA256, ModelFileError, cpu_has_amx, default_model_path,
+                                ensure_default_model, extra_buffers_enabled, load_llama)
 
 
 def test_bundled_model_is_verified_and_evaluates_tokens():
@@ -49,3 +50,26 @@ def test_bad_model_path_gives_one_clear_error_naming_the_path(tmp_path, case):
 def test_kv_cache_options_llama_cpp_cannot_run_are_refused_before_loading(options, message):
     with pytest.raises(ValueError, match=message):
         load_llama("/nonexistent.gguf", n_ctx=256, **options)
+
+
+def test_extra_buffer_types_are_off_on_an_amx_cpu_for_both_engines(tmp_path, monkeypatch):
+    amx, plain = tmp_path / "amx", tmp_path / "plain"
+    amx.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f amx_bf16 amx_tile amx_int8\n")
+    plain.write_text("processor\t: 0\nflags\t\t: fpu avx2 fma\n")
+    assert cpu_has_amx(str(amx)) and not cpu_has_amx(str(plain)) and not cpu_has_amx(str(tmp_path / "none"))
+    monkeypatch.setenv("CSR_LLM_EXTRA_BUFFERS", "0")
+    assert not extra_buffers_enabled()
+    assert "--no-repack" in server_command(port=1)
+    monkeypatch.setenv("CSR_LLM_EXTRA_BUFFERS", "1")
+    assert extra_buffers_enabled() and "--no-repack" not in server_command(port=1)
+    monkeypatch.delenv("CSR_LLM_EXTRA_BUFFERS")
+    assert extra_buffers_enabled() == (not cpu_has_amx())
+
+
+def test_a_long_batch_evaluates_on_this_cpu():
+    """Hundreds of tokens in one batch: the path that crashed in llama.cpp's AMX buffers."""
+    llm = load_llama(ensure_default_model(), n_ctx=1024, n_threads=1, n_batch=512)
+    tokens = llm.tokenize(b"[12.5s] joint_states: arm at rest, gripper open. " * 30, add_bos=True)
+    assert len(tokens) > 300
+    llm.eval(tokens)
+    assert llm.n_tokens == len(tokens)
