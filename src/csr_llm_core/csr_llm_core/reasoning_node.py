@@ -331,6 +331,8 @@ class ReasoningNode(Node):
                                       "stopping without it")
 
     def destroy_node(self):
+        if not hasattr(self, "_thread"):       # the start failed (logged): nothing runs, nothing to save
+            return super().destroy_node()
         with self._wake:
             self._stopping = True
             self._wake.notify()

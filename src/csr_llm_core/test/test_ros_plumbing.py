@@ -163,3 +163,15 @@ def test_a_node_stuck_in_its_teardown_prints_where_before_it_is_killed():
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
     assert "Timeout (0:00:00.500000)!" in out and "in destroy_node" in out, out
+
+
+def test_a_reasoning_node_with_a_bad_parameter_says_so_in_one_line_and_exits_2():
+    """The fatal line only: no second traceback from tearing down a node that never started."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "csr_llm_core.reasoning_node", "--ros-args",
+                           "-p", "cpu_affinity:=1"], capture_output=True, text=True, timeout=60)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "cannot start: parameter cpu_affinity: expected str" in out, out
+    assert "AttributeError" not in out, out
