@@ -72,6 +72,7 @@ class QueuedDecision:
     arguments: Dict[str, Any]
     trigger: int
     received: float
+    starts_after: float = -math.inf     # state time after which a tick may start it (decision_delay_s)
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,8 @@ class RouterInputs:
     """Validating setters over double buffers (any thread); ``snapshot`` for the tick thread."""
 
     def __init__(self, joints: Sequence[str], catalogue: IntentCatalogue, zones: Mapping[str, float],
-                 slip_speed_tau: float, faults: FaultLog, scene_frames: Sequence[str] = ("base_link", "odom")):
+                 slip_speed_tau: float, faults: FaultLog, scene_frames: Sequence[str] = ("base_link", "odom"),
+                 decision_delay_s: float = 0.0):
         self.joints = list(joints)
         self.joint_index = {j: i for i, j in enumerate(self.joints)}
         n = len(self.joints)
@@ -109,6 +111,7 @@ class RouterInputs:
         self.slip_speed_tau = float(slip_speed_tau)
         self.faults = faults
         self.scene_frames = tuple(scene_frames)
+        self.decision_delay_s = float(decision_delay_s)
         self.scene: Scene = EMPTY_SCENE
         self.joint_buf = DoubleBuffer({"pos": (n,), "vel": (n,), "eff": (n,), "have_eff": (n,), "hdr": (2,)})
         self.imu_buf = DoubleBuffer({"acc": (3,), "gyro": (3,), "speeds": (2,)})
@@ -281,14 +284,17 @@ class RouterInputs:
         return True
 
     def submit_decision(self, intent: str, args: Optional[Mapping[str, object]] = None, trigger: int = 0,
-                        now: float = 0.0) -> bool:
-        """Check a decision against the intent catalogue; queue it for the next tick."""
+                        now: float = 0.0, stamp: float = 0.0) -> bool:
+        """Check a decision against the intent catalogue; queue it for the next tick, or with
+        `decision_delay_s` > 0 for the first tick after its stamp (its logical time, > 0) + the delay."""
         try:
             parsed = self.catalogue.validate(intent, dict(args or {}))
         except DecisionError as err:
             self.faults.record(DECISION_FAULTS.get(err.kind, "decision_bad_argument"), str(err))
             return False
-        self._decisions.append(QueuedDecision(parsed.intent, dict(parsed.arguments), int(trigger), now))
+        starts_after = stamp + self.decision_delay_s if self.decision_delay_s > 0 and stamp > 0 else -math.inf
+        self._decisions.append(QueuedDecision(parsed.intent, dict(parsed.arguments), int(trigger), now,
+                                              starts_after))
         return True
 
     # ------------------------------------------------------------------ tick side
@@ -297,9 +303,10 @@ class RouterInputs:
         """The last valid zone received (None: none yet)."""
         return self._zone_request
 
-    def take_decisions(self) -> List[QueuedDecision]:
+    def take_decisions(self, now: float = math.inf) -> List[QueuedDecision]:
+        """The queued decisions a tick at `now` starts, in arrival order (a held one holds those behind it)."""
         out = []
-        while self._decisions:
+        while self._decisions and self._decisions[0].starts_after < now - 1e-6:
             out.append(self._decisions.popleft())
         return out
 

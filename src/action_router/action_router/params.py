@@ -11,6 +11,7 @@ u_clamp_min,antiwindup_strategy}`` (plus ``tracking_time_constant``, ``error_dea
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,9 @@ DEFAULTS: Dict[str, Any] = {
     # no valid decision for this long while a task runs (reasoning node lost): fail-safe hold until
     # the next decision; 0 disables (scripted use without a reasoning node)
     "decision_timeout_s": 0.0,
+    # a decision stamped s starts at the first tick after s + this (sim s; 0: the next tick). A
+    # lockstepped sim that simulates while the next decision is computed sets it to the lag it allows
+    "decision_delay_s": 0.0,
     "person_distance": 0.6,
     "person_stop_distance": 0.3,
     "proximity_hysteresis": 0.1,
@@ -206,6 +210,8 @@ def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
         raise ValueError("control_hz and key_hz must be > 0")
     if str(params["tick_source"]) not in TICK_SOURCES:
         raise ValueError(f"tick_source must be one of {TICK_SOURCES}, got {params['tick_source']!r}")
+    if not 0.0 <= float(params["decision_delay_s"]) < math.inf:
+        raise ValueError(f"decision_delay_s must be >= 0 and finite, got {params['decision_delay_s']!r}")
     if int(params["samples"]) < 2 or not float(params["horizon_s"]) > 0:
         raise ValueError("samples >= 2 and horizon_s > 0")
     gain_params = {f"gains.{j}.{k}": v for j in joints for k, v in GAIN_DEFAULTS.items()}   # undescribed joints

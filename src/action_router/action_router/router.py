@@ -90,7 +90,7 @@ class Router:
         self.scene_frames = SceneFrames(str(cfg["base_frame"]), str(cfg["odom_frame"]),
                                         float(cfg["scene_timeout_s"]))
         self.inputs = RouterInputs(self.joints, cfg.catalogue, zones, float(cfg["slip_speed_tau"]), self.faults,
-                                   (self.scene_frames.base, self.scene_frames.odom))
+                                   (self.scene_frames.base, self.scene_frames.odom), float(cfg["decision_delay_s"]))
         # sensor setters and decisions are the inputs' own (any thread)
         inp = self.inputs
         self.set_joint_state, self.set_imu, self.set_odom = inp.set_joint_state, inp.set_imu, inp.set_odom
@@ -202,7 +202,7 @@ class Router:
             self.scenes.drain()
         state_ok = snap.state_version > 0 and snap.all_joints_seen \
             and (now - snap.state_time) <= float(self.cfg["state_timeout_s"])
-        for decision in self.inputs.take_decisions():
+        for decision in self.inputs.take_decisions(now):
             self.decision_watchdog.decided(now)
             self._start_decision(decision, now, snap.odom_pose)
         if self.decision_watchdog.lost(now) and self._commanding() and not self.execution.failure:

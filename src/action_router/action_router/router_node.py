@@ -39,6 +39,7 @@ from csr_llm_core.ros.node import run_lifecycle_node, stamp_or_now
 from csr_llm_core.realtime import pin_threads, raise_priority
 from csr_llm_core.ros.params import declare_all, parameter_values
 from csr_llm_core.ros.spin import take_waiting
+from csr_llm_core.ros.stamps import stamp_to_sec
 from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
 
 from .camera_features import CameraFeatures
@@ -349,7 +350,8 @@ class RouterNode(LifecycleNode):
                 self._logged_inactive = True
                 self.get_logger().warning("decision received while inactive: ignored (activate the router first)")
             return
-        r.submit_decision(msg.intent, arguments_to_dict(msg.arguments), msg.trigger, self._now())
+        r.submit_decision(msg.intent, arguments_to_dict(msg.arguments), msg.trigger, self._now(),
+                          stamp_to_sec(msg.header.stamp))
         # said at once: a lockstepped simulator or player holds the next state until the router has it
         self._last_decision_id = max(self._last_decision_id, int(msg.decision_id))
         self._on_status()

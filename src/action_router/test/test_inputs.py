@@ -65,6 +65,28 @@ def test_valid_decisions_are_queued_in_order_with_typed_arguments():
     assert isinstance(queued[0].arguments["distance"], float) and inp.take_decisions() == []
 
 
+def test_a_delayed_decision_starts_at_the_first_tick_after_its_stamp_plus_the_delay():
+    lines = []
+    inp = RouterInputs(JOINTS, CFG.catalogue, {"corridor": 0.85}, 1.0, make_fault_log(lines.append),
+                       decision_delay_s=0.5)
+    assert inp.submit_decision("open_door", now=1.2, stamp=1.0)
+    assert inp.submit_decision("stop", now=1.3, stamp=1.5)
+    assert inp.take_decisions(1.2) == [] and inp.take_decisions(1.5) == []     # t = stamp + delay: not yet
+    assert [d.intent for d in inp.take_decisions(1.504)] == ["open_door"]        # the next tick
+    assert inp.take_decisions(1.9) == [] and [d.intent for d in inp.take_decisions(2.004)] == ["stop"]
+    assert inp.submit_decision("back_off", {"distance": 0.5}, now=2.1)         # unstamped: the next tick
+    assert [d.intent for d in inp.take_decisions(2.104)] == ["back_off"]
+    assert inp.submit_decision("stop", stamp=3.0) and inp.submit_decision("open_door")
+    assert inp.take_decisions(3.2) == []          # a held decision holds the ones behind it: order kept
+    assert [d.intent for d in inp.take_decisions(3.504)] == ["stop", "open_door"] and lines == []
+
+
+@pytest.mark.parametrize("delay", [-0.1, math.inf, math.nan])
+def test_a_negative_or_non_finite_decision_delay_is_refused(delay):
+    with pytest.raises(ValueError, match="decision_delay_s"):
+        make_config({"decision_delay_s": delay})
+
+
 def test_zone_requests_need_a_threshold():
     inp, lines = inputs()
     assert inp.zone_request is None
