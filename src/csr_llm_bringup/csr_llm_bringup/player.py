@@ -54,12 +54,13 @@ class BagPlayer:
     def __init__(self, node: Node, bag: Path, report: BagReport, topics: Optional[Sequence[str]] = None,
                  rate: float = 1.0, lockstep_period: float = 0.0, lockstep_timeout: float = 30.0,
                  control_lockstep_timeout: float = 0.0, log: Callable[[str], None] = print,
-                 duration: Optional[float] = None):
+                 duration: Optional[float] = None, lockstep_lag: float = 0.0):
         self.node, self.bag, self.report = node, Path(bag), report
         self.duration = duration          # bag seconds from the first message to play (None: all)
         self.rate = rate
         self.lockstep_period = lockstep_period
         self.lockstep_timeout = lockstep_timeout
+        self.lockstep_lag = lockstep_lag      # as the simulator's lockstep_decision_lag
         self.log = log
         wanted = [node.resolve_topic_name(t) for t in topics] if topics else list(report.topics)
         self.result = PlayResult()
@@ -225,7 +226,7 @@ class BagPlayer:
             while next_boundary is not None and next_boundary < horizon - 1e-9:
                 self._publish_clock(next_boundary)
                 last_clock = next_boundary
-                paused += self._wait_decision(next_boundary)
+                paused += self._wait_decision(next_boundary - self.lockstep_lag)
                 next_boundary += self.lockstep_period
             if end:
                 break

@@ -18,7 +18,7 @@ from csr_llm_core.ros.spin import spinning
 
 from .bag_io import BagError, inspect_bag
 from .compare import compare, read_outputs
-from .graph import load_profile
+from .graph import Profile, load_profile
 from .player import BagPlayer
 from .recorder_node import RecorderNode
 from .runner import GraphRunner
@@ -51,8 +51,11 @@ def replay(bag: Path, out_dir: Path, *, profile: str = "replay", rate: float = 1
     log(report.format())
     out_dir.mkdir(parents=True, exist_ok=True)
     runner = None
+    lag = 0.0
     if start_graph:
-        runner = GraphRunner(load_profile(profile, overrides), out_dir / "params", log_dir=out_dir)
+        graph = load_profile(profile, overrides)
+        lag = _decision_delay(graph)
+        runner = GraphRunner(graph, out_dir / "params", log_dir=out_dir)
         runner.start()
     try:
         with spinning() as spinner:
@@ -61,7 +64,7 @@ def replay(bag: Path, out_dir: Path, *, profile: str = "replay", rate: float = 1
             player = BagPlayer(spinner.create(Node, "bag_player"), bag, report, topics=inputs, rate=rate,
                                lockstep_period=lockstep if start_graph else 0.0,
                                control_lockstep_timeout=CONTROL_LOCKSTEP_TIMEOUT if start_graph and lockstep > 0
-                               else 0.0, log=log, duration=duration)
+                               else 0.0, log=log, duration=duration, lockstep_lag=lag)
             for topic, reason in player.result.skipped.items():
                 log(f"skipped {topic}: {reason}")
             if start_graph:
@@ -87,6 +90,15 @@ def replay(bag: Path, out_dir: Path, *, profile: str = "replay", rate: float = 1
     comparison = compare(read_outputs(golden), read_outputs(out_bag), tolerances, check_motor=check_motor)
     (out_dir / "compare.txt").write_text(comparison.report() + "\n")
     return ReplayOutcome(0 if comparison.ok else 1, out_bag, comparison.report())
+
+
+def _decision_delay(graph: Profile) -> float:
+    """The router's decision_delay_s: the lag the player's lockstep allows, as the simulator's
+    lockstep_decision_lag did when the bag was recorded."""
+    try:
+        return float(graph.node("action_router").parameters.get("decision_delay_s", 0.0))
+    except KeyError:
+        return 0.0
 
 
 def _params(**values):

@@ -151,6 +151,24 @@ def test_lockstep_blocks_at_each_boundary_until_a_decision_at_or_after_it():
     assert not Lockstep(0.0, 0.001).blocked(10 ** 6)
 
 
+def test_lockstep_with_a_lag_waits_for_the_decision_one_lag_older_than_the_boundary():
+    wall = FakeWall()
+    lock = Lockstep(0.5, 0.001, timeout=30.0, wall=wall, lag=0.5)
+    lock.on_schedule(0.5)              # the first periodic decision is stamped 0.5
+    assert not lock.blocked(500)       # 0.5 needs the decision of 0.0: none is due before 0.5
+    assert lock.blocked(1000)          # 1.0 needs the one stamped 0.5: simulating went on meanwhile
+    lock.on_decision(0.5)
+    assert not lock.blocked(1000) and lock.blocked(1500) and lock.waits == 2
+    lock.on_decision(1.0)
+    assert not lock.blocked(1500)
+    assert not lock.decided_before(2000)      # a run ending at 2.0 waits for the decision of 1.5
+    lock.on_decision(1.5)
+    assert lock.decided_before(2000) and Lockstep(0.5, 0.001).decided_before(2000) is False
+    assert Lockstep(0.0, 0.001).decided_before(2000)
+    with pytest.raises(ValueError, match="lag"):
+        Lockstep(0.5, 0.001, lag=-0.5)
+
+
 def test_lockstep_does_not_wait_at_boundaries_before_the_decision_loops_next_due_time():
     lock = Lockstep(0.5, 0.001, timeout=30.0, wall=FakeWall())
     assert lock.blocked(500)

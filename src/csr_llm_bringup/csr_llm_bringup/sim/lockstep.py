@@ -1,9 +1,11 @@
 """Lockstep with the decision loop, and real-time pacing (plain module: no rclpy).
 
 Lockstep: with period P > 0 the simulator, once its step count reaches a boundary k*P, does not
-step again until it has a decision stamped >= that boundary (or `timeout` wall seconds passed:
-then it counts a timeout and goes on). Boundaries are kept in integer steps, so sim time never
-drifts from the grid.
+step again until it has a decision stamped >= that boundary minus `lag` (or `timeout` wall seconds
+passed: then it counts a timeout and goes on). Boundaries are kept in integer steps, so sim time
+never drifts from the grid. With `lag` = P the decision on the state at t is computed while the
+world moves on to t + P (the router then starts it at the first tick after t + P: its
+`decision_delay_s`), so deciding and simulating overlap instead of taking turns.
 """
 from __future__ import annotations
 
@@ -15,9 +17,12 @@ from typing import Callable, Optional
 
 class Lockstep:
     def __init__(self, period: float, dt: float, timeout: float = 30.0,
-                 wall: Callable[[], float] = time.monotonic):
+                 wall: Callable[[], float] = time.monotonic, lag: float = 0.0):
         self.dt = float(dt)
         self.period_steps = int(round(float(period) / self.dt)) if period > 0 else 0
+        if not 0.0 <= lag < math.inf:
+            raise ValueError(f"lockstep lag must be >= 0 sim s, got {lag!r}")
+        self.lag_steps = int(round(float(lag) / self.dt))
         self.timeout = float(timeout)
         self._wall = wall
         self.next_boundary = self.period_steps     # in steps
@@ -59,8 +64,8 @@ class Lockstep:
         """True while the simulator (at `steps`) must not step. Counts waits and timeouts."""
         if self.period_steps <= 0 or steps < self.next_boundary:
             return False
-        boundary_t = self.next_boundary * self.dt
-        if self.latest_decision >= boundary_t - 0.5 * self.dt:
+        needed_t = (self.next_boundary - self.lag_steps) * self.dt
+        if self.latest_decision >= needed_t - 0.5 * self.dt:
             self._advance(steps)
             return False
         now = self._wall()
@@ -73,6 +78,15 @@ class Lockstep:
             self._advance(steps)
             return False
         return True
+
+    def decided_before(self, steps: int) -> bool:
+        """Whether every decision stamped before the last boundary at or below `steps` is in: with
+        a lag the newest ones are still being computed when the world stops (a run ending there
+        waits for them, so its recording has each decision its replay makes)."""
+        if self.period_steps <= 0:
+            return True
+        last = (steps // self.period_steps - 1) * self.period_steps
+        return self.latest_decision >= last * self.dt - 0.5 * self.dt
 
     def _advance(self, steps: int) -> None:
         self.waiting_since = None

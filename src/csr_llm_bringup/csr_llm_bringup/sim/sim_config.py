@@ -29,6 +29,9 @@ class SimulatorConfig:
     clock_period: float = 0.001            # /clock every this many sim seconds
     # > 0: after each boundary of this many sim seconds wait for a decision stamped >= it
     lockstep_decision_period: float = 0.0
+    # sim s: at a boundary the decision stamped this much earlier suffices (the router's
+    # decision_delay_s must equal it); 0 = the boundary's own decision
+    lockstep_decision_lag: float = 0.0
     lockstep_timeout: float = 30.0         # wall s; then log once, count, and continue
     # > 0: after each joint_states publication wait (wall s) for the controller's MotorCommand of
     # that sim time, so every tick sees the same state in every run (reproducible runs, golden bags)

@@ -14,10 +14,10 @@ topics' publishers and preallocated messages are in sensor_publishers.py.
 
 The physics runs in its own thread (not a timer): step, publish what is due, pace to
 ``real_time_factor`` (0 = as fast as possible); with ``lockstep_decision_period`` > 0 it stops at
-each period boundary until a decision stamped at or after the boundary arrives (or
-``lockstep_timeout`` wall seconds pass), and it announces scenario events on `events` only
-mid-period (a fired event waits up to one period), so a run and its replay see the same chunk
-stream. The node never uses its own ROS clock (it is the clock).
+each period boundary until a decision stamped at or after the boundary minus
+``lockstep_decision_lag`` arrives (or ``lockstep_timeout`` wall seconds pass), and it announces
+scenario events on `events` only mid-period (a fired event waits up to one period, then for its
+decision), so a run and its replay see the same chunk stream. The node never uses its own ROS clock (it is the clock).
 """
 from __future__ import annotations
 
@@ -74,6 +74,8 @@ class SimulatorNode(Node):
             self.get_logger().info("use_sim_time ignored: the simulator publishes /clock and stamps with sim time")
         try:
             cfg = declare_dataclass(self, SimulatorConfig())
+            if not 0.0 <= cfg.lockstep_decision_lag < float("inf"):
+                raise ValueError(f"lockstep_decision_lag must be >= 0 sim s, got {cfg.lockstep_decision_lag!r}")
             description = load_robot_description(
                 expand_path(cfg.robot_description_file) or config_dir() / "robot_description.yaml")
         except ValueError as err:
@@ -123,7 +125,7 @@ class SimulatorNode(Node):
                              base_max_angular=base_ang, cmd_vel_timeout=cmd_timeout)
         dt = self.sim.dt
         self.faults = FaultLog(self.get_logger().warning, counted_in="the run summary (input faults)")
-        self.lockstep = Lockstep(lock_period, dt, lock_timeout)
+        self.lockstep = Lockstep(lock_period, dt, lock_timeout, lag=cfg.lockstep_decision_lag)
         self.handover = DecisionHandover(self.control_lockstep_timeout)
         self.pacer = Pacer(self.rtf)
         self._every = {k: _every(v, dt) for k, v in rates.items()}
@@ -164,7 +166,8 @@ class SimulatorNode(Node):
 
         self.get_logger().info(
             f"simulator: scenario={scenario.name if scenario else 'none'}, real_time_factor={self.rtf}, "
-            f"dt={dt}, lockstep_decision_period={lock_period}, commands on {controller}/commands, "
+            f"dt={dt}, lockstep_decision_period={lock_period} (lag {cfg.lockstep_decision_lag:g} s), "
+            f"commands on {controller}/commands, "
             f"handle at {tuple(round(v, 3) for v in self.sim.handle_pos)}")
         self._thread = threading.Thread(target=self._run, name="sim-physics", daemon=True)
         self._thread.start()
@@ -221,6 +224,14 @@ class SimulatorNode(Node):
         router starts it at the same tick in every run (and in the replay, which waits alike)."""
         deadline = time.monotonic() + self.lockstep.timeout
         while self._event_decisions < self._events_announced and not self.stop_event.is_set() \
+                and time.monotonic() < deadline:
+            self.lockstep.event.wait(0.005)
+            self.lockstep.event.clear()
+
+    def _wait_last_decisions(self, steps: int) -> None:
+        """At the end of a lagged run, the decisions still being computed (up to the lockstep timeout)."""
+        deadline = time.monotonic() + self.lockstep.timeout
+        while not self.lockstep.decided_before(steps) and not self.stop_event.is_set() \
                 and time.monotonic() < deadline:
             self.lockstep.event.wait(0.005)
             self.lockstep.event.clear()
@@ -353,6 +364,7 @@ class SimulatorNode(Node):
                 self._publish_expectations()
             if self.exit_at_end and sim.scenario is not None and sim.time >= sim.scenario.duration:
                 self._publish_events()                # whatever is still held for the next announcement
+                self._wait_last_decisions(k)
                 self.get_logger().info(f"scenario {sim.scenario.name!r} finished at t={sim.time:.2f} s: exiting")
                 os.kill(os.getpid(), signal.SIGINT)   # the main thread shuts the node down cleanly
                 return
