@@ -94,6 +94,12 @@ def status_snapshot(router: Any) -> RouterStatusSnapshot:
         odom_weight=weight, paused=router.stack.paused)
 
 
+def task_state(router: Any) -> Tuple[str, int, Optional[PausedTask]]:
+    """What a decision reads of the router's status (active_intent, interrupt_depth, paused): the
+    node reports a change of it on the tick it happens."""
+    return router.command.intent, router.stack.depth, router.stack.paused
+
+
 def build_command(router: Any, flags: Tuple[bool, bool, bool, bool], timings: Tuple[float, float, float],
                   stamp: Tuple[int, int]) -> Command:
     """The tick's frozen command (``Router.tick``); flags: level-1 hit, level-2 hit, clamped, tracking."""

@@ -11,7 +11,9 @@ the scene pick_object checks), and per ``vision_source``: ``camera/depth/image_r
 (sensor_msgs/Image 32FC1 or 16UC1, REP 118; camera_features.py runs the depth CNN on it in a
 child process) or ``vision_features`` (std_msgs/Float32MultiArray, features computed elsewhere); publishes
 ``<controller_name>/commands`` (std_msgs/Float64MultiArray, in the order of ``joints``),
-``motor_command`` (MotorCommand, every tick), ``router_status`` (RouterStatus, ``status_hz``),
+``motor_command`` (MotorCommand, every tick), ``router_status`` (RouterStatus, ``status_hz``, on
+each decision received and on the tick the task state changes; stamped with the tick's state under
+``command_stamp: state``),
 ``cmd_vel`` (Twist, on change and at least at 50 Hz), ``decision_request`` and ``sound``
 (std_msgs/String).
 """
@@ -44,6 +46,7 @@ from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
 
 from .camera_features import CameraFeatures
 from .params import DEFAULTS, description_defaults, make_config, robot_description
+from .outputs import task_state
 from .router import Router
 from .router_messages import motor_command_message, router_status_message
 from .router_sensors import RouterSensors
@@ -88,6 +91,8 @@ class RouterNode(LifecycleNode):
         self._cancelled_timers: List[Any] = []
         self._loop_hz = 0.0
         self._last_decision_id = -1
+        self._last_command_stamp: Optional[Time] = None
+        self._reported_task: Optional[tuple] = None     # the task state the last status reported
         self._key_period, self._next_key_time, self._last_state_tick = 0.02, -math.inf, -math.inf
         self._loop_window_start = 0.0
         self._loop_window_ticks = 0
@@ -181,6 +186,7 @@ class RouterNode(LifecycleNode):
                                                     callback_group=self._control_group)
         self._key_period, self._next_key_time = 1.0 / float(r.cfg["key_hz"]), -math.inf
         self._last_state_tick = -math.inf
+        self._last_command_stamp, self._reported_task = None, None
         self._aux_timers = [self.create_timer(1.0 / float(r.cfg["status_hz"]), self._on_status,
                                               callback_group=self._status_group)]
         if not self._stamp_with_state:      # on the state's time base the ticks update the key
@@ -289,6 +295,11 @@ class RouterNode(LifecycleNode):
                 stamp = Time(sec=cmd.state_stamp[0], nanosec=cmd.state_stamp[1])
             else:
                 stamp = self.get_clock().now().to_msg()
+            self._last_command_stamp = stamp
+            task = task_state(r)
+            if task != self._reported_task:     # on the tick it changes, before the command it explains
+                self._reported_task = task
+                self._on_status()
             self._pubs["motor"].publish(motor_command_message(cmd, self._motor_msg, stamp))
             twist = (cmd.base_vx, cmd.base_wz)
             if twist != self._last_twist or now - self._last_twist_time >= 0.02:
@@ -320,8 +331,11 @@ class RouterNode(LifecycleNode):
         r = self.router
         if not self._active or r is None:
             return
-        self._pubs["status"].publish(router_status_message(r.status(), self.get_clock().now().to_msg(),
-                                                           self._loop_hz, self._last_decision_id))
+        # on the state's time base, stamped with the last tick's state: a reader can tell which
+        # ticks a report covers (router_status_at_stamp), whenever it arrives
+        stamp = self._last_command_stamp if self._stamp_with_state and self._last_command_stamp is not None \
+            else self.get_clock().now().to_msg()
+        self._pubs["status"].publish(router_status_message(r.status(), stamp, self._loop_hz, self._last_decision_id))
 
     # ------------------------------------------------------------------ subscriptions
     def _on_joint_state(self, msg: JointState) -> None:

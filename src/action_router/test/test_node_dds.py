@@ -53,6 +53,13 @@ def run_checks(node, efforts, motors, statuses, js_pub, dec_pub, get_state, chan
     # a pausing decision displacing an unfinished task: the status reports that task as paused
     dec_pub.publish(Decision(intent="move_to", arguments=dict_to_arguments({"zone": "warehouse", "speed": 0.3})))
     assert wait_for(lambda: statuses[-1].active_intent == "move_to", 10), statuses[-1]
+    # the change is reported on the tick it happens, stamped with that tick's joint state: the
+    # first command after the hold's (a tick that filled a gap in the states repeats its stamp)
+    first = next(s for s in statuses if s.active_intent == "move_to").header.stamp
+    subs = [m.sub_task for _, m in motors]
+    held = subs.index("hold")
+    at = next(i for i in range(held + 1, len(subs)) if subs[i] != "hold")
+    assert motors[at][1].header.stamp == first, (first, [m.header.stamp for _, m in motors[at - 2:at + 2]])
     dec_pub.publish(Decision(intent="stop"))
     assert wait_for(lambda: statuses[-1].active_intent == "stop", 10), statuses[-1]
     assert statuses[-1].paused_intent == "move_to"

@@ -19,7 +19,7 @@ from .paths import expand_path
 from .reasoner import ReasonerConfig
 
 DECISION_TRIGGERS = ("clock", "chunks")
-RUNNING_SOURCES = ("router_status", "decisions")
+RUNNING_SOURCES = ("router_status", "router_status_at_stamp", "decisions")
 FALLBACKS = ("none", "embedded")
 RESOURCE_NAMES = ("R1", "R2")
 
@@ -42,9 +42,10 @@ class ReasoningNodeConfig:
     decision_hz: float = 2.0         # periodic decisions; event chunks decide at once
     decision_trigger: str = "clock"  # clock: node clock; chunks: the chunk stream's stamps (replay)
     decide_on_request: bool = True   # answer decision_request (the router after a level-1 miss)
-    # what the suffix calls the running task: router_status (what the router reports running) or
-    # decisions (this node's own last decision: a function of the chunk stream alone, so replays
-    # and lockstepped runs decide the same; router_status arrives at a timing-dependent point)
+    # what the suffix calls the running task: router_status (the router's newest report; it
+    # arrives at a timing-dependent point), router_status_at_stamp (the router's newest report
+    # stamped before the decision's stamp: with a router stamping by state, lockstepped runs decide
+    # the same) or decisions (this node's own last decision: a function of the chunk stream alone)
     running_source: str = "router_status"
     status_hz: float = 2.0
     # when R1/R2 are servers: "embedded" keeps an embedded llama.cpp context (same model) ready to

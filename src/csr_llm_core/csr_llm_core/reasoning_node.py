@@ -29,10 +29,12 @@ from .prompt import PromptTemplate
 from .reasoner import Reasoner
 from .realtime import pin_threads
 from .reasoning_config import ReasoningNodeConfig, make_resources, resource_names
+from .running_task import RunningTask, RunningTaskHistory
 from .ros import qos
 from .ros.intent_args import arguments_to_dict, dict_to_arguments
 from .ros.node import run_node
 from .ros.params import declare_dataclass
+from .ros.spin import take_waiting
 from .ros.stamps import set_stamp, stamp_to_sec
 
 # At stop the decision thread finishes its decision; bounded well inside the runner's and launch's
@@ -72,6 +74,8 @@ class ReasoningNode(Node):
         self.decide_on_request = cfg.decide_on_request
         self.status_hz = cfg.status_hz
         self.running_from_decisions = cfg.running_source == "decisions"
+        self.running_at_stamp = cfg.running_source == "router_status_at_stamp"
+        self.router_reports = RunningTaskHistory()
         try:
             catalogue = IntentCatalogue.from_file(intents_file)
             template = PromptTemplate.from_file(prompt_file)
@@ -119,9 +123,9 @@ class ReasoningNode(Node):
                      f"tokens in {time.monotonic() - started:.1f} s")
         self.decision_pub = self.create_publisher(Decision, "decision", qos.DECISIONS)
         self.status_pub = self.create_publisher(CsrStatus, "csr_status", 10)
+        self._status_sub = self.create_subscription(RouterStatus, "router_status", self._on_router_status, 10)
         self.create_subscription(StateChunk, "state_chunks", self._on_chunk, qos.CHUNK_STREAM)
         self.create_subscription(String, "decision_request", self._on_request, 10)
-        self.create_subscription(RouterStatus, "router_status", self._on_router_status, 10)
         self.create_timer(1.0 / self.status_hz, self._publish_status)
         self._next_due = None
         self._thread = threading.Thread(target=self._decision_loop, name="decision-loop", daemon=True)
@@ -134,6 +138,8 @@ class ReasoningNode(Node):
     def _on_chunk(self, msg: StateChunk) -> None:
         # Chunks are applied by the decision thread, in order, so a decision's prefix is exactly
         # the chunks up to the one that triggered it (not whatever arrived while it waited).
+        if self.running_at_stamp:   # the router's reports sent before this chunk, even if their reader is behind
+            take_waiting([self._status_sub])
         with self._wake:
             self._chunks.append(msg)
             self._wake.notify()
@@ -147,11 +153,15 @@ class ReasoningNode(Node):
             self._wake.notify()
 
     def _on_router_status(self, msg: RouterStatus) -> None:
-        if not self.running_from_decisions:
-            self.running_intent = msg.active_intent
-            self.interrupt_depth = int(msg.interrupt_depth)
-            self.paused = PausedTask(msg.paused_intent, arguments_to_dict(msg.paused_arguments)) \
-                if msg.paused_intent else None
+        if self.running_from_decisions:
+            return
+        task = RunningTask(msg.active_intent, int(msg.interrupt_depth),
+                           PausedTask(msg.paused_intent, arguments_to_dict(msg.paused_arguments))
+                           if msg.paused_intent else None)
+        if self.running_at_stamp:
+            self.router_reports.report(stamp_to_sec(msg.header.stamp), task)
+        else:
+            self.running_intent, self.interrupt_depth, self.paused = task.intent, task.interrupt_depth, task.paused
 
     # --- decision thread -------------------------------------------------------------------
     def _now(self) -> float:
@@ -279,6 +289,9 @@ class ReasoningNode(Node):
         return decided
 
     def _decide(self, trigger: int, stamp: Optional[float] = None) -> None:
+        if self.running_at_stamp:
+            task = self.router_reports.before(stamp) if stamp is not None else self.router_reports.latest()
+            self.running_intent, self.interrupt_depth, self.paused = task.intent, task.interrupt_depth, task.paused
         try:
             decision = self.reasoner.decide(running=self.running_intent, interrupts=self.interrupt_depth,
                                             paused=self.paused)
