@@ -45,8 +45,8 @@ from csr_llm_core.ros.stamps import stamp_to_sec
 from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
 
 from .camera_features import CameraFeatures
-from .params import DEFAULTS, description_defaults, make_config, robot_description
 from .outputs import task_state
+from .params import DEFAULTS, description_defaults, make_config, robot_description
 from .router import Router
 from .router_messages import motor_command_message, router_status_message
 from .router_sensors import RouterSensors
