@@ -14,6 +14,9 @@ and, per variant (`variants` in each row, a column each in the second table), cs
 ratio and identical (decision tokens equal the default full recompute's, for the same suffix):
   flash_attn      flash attention, f16 KV cache (its own context, built alongside)
   kv_q8_0         flash attention and a q8_0 KV cache (K and V: half the bytes to read per token)
+  swa_window      the local (sliding-window) layers' cache holds only their window plus a batch
+                  (llama.cpp swa_full off): their attention stops growing with the prefix
+  swa_window_fa   swa_window with flash attention
   threads_N       the default context with N threads (llama_set_n_threads), nothing else running
   short_suffix    the suffix without the newest events (its own full recompute for `identical`)
 The prefix is built the CSR way: static head + state chunks appended one by one.
@@ -36,7 +39,9 @@ from .synthetic import chunk_text
 
 # variant name -> LlamaEngine options of its own context (None: the default context, set otherwise)
 CONTEXT_VARIANTS: Dict[str, Dict[str, Any]] = {"flash_attn": {"flash_attn": True},
-                                               "kv_q8_0": {"flash_attn": True, "kv_cache_type": "q8_0"}}
+                                               "kv_q8_0": {"flash_attn": True, "kv_cache_type": "q8_0"},
+                                               "swa_window": {"swa_full": False},
+                                               "swa_window_fa": {"swa_full": False, "flash_attn": True}}
 
 
 def _build_to(engine: LlamaEngine, tokens: list, target: int, seq: int) -> int:
@@ -158,8 +163,9 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", default="1024,2048,4096,8192")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--n-threads", type=int, default=1)
-    parser.add_argument("--variants", default="flash_attn,kv_q8_0,threads_2,short_suffix",
-                        help="comma-separated: flash_attn, kv_q8_0, threads_N, short_suffix ('' = none)")
+    parser.add_argument("--variants", default="flash_attn,kv_q8_0,swa_window,swa_window_fa,threads_2,short_suffix",
+                        help="comma-separated: flash_attn, kv_q8_0, swa_window, swa_window_fa, threads_N, "
+                             "short_suffix ('' = none)")
     parser.add_argument("--model-path", default=None)
     parser.add_argument("--config-dir", type=Path, default=Path("config"),
                         help="folder with intents.yaml and prompt.yaml (default: ./config, the workspace root's)")

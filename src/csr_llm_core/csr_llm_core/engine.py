@@ -58,17 +58,20 @@ class LlamaEngine:
 
     def __init__(self, model_path: Union[str, Path, None] = None, *, n_ctx: int = 4096, n_threads: int = 1,
                  n_batch: int = 256, name: str = "R1", llm=None, flash_attn: bool = False,
-                 kv_cache_type: str = "f16"):
+                 kv_cache_type: str = "f16", swa_full: bool = True):
         self.model_path = resolve_model_path(model_path)
         self.llm = llm if llm is not None else load_llama(self.model_path, n_ctx=n_ctx, n_threads=n_threads,
                                                           n_batch=n_batch, flash_attn=flash_attn,
-                                                          kv_cache_type=kv_cache_type)
+                                                          kv_cache_type=kv_cache_type, swa_full=swa_full)
         self.name = name
         self.n_ctx = self.llm.n_ctx()
         self.n_batch = n_batch
         self.n_vocab = self.llm.n_vocab()
         self.n_embd = self.llm.n_embd()
+        # a local layer's window when its cache keeps only the window (swa_full off), else 0
+        self.n_swa = _window_only_swa(self.llm)
         self.tokens: List[int] = []
+        self.recomputed = 0     # how often a deep cut made the window-only cache recompute
         # Set by the Reasoner: the epoch of its view of the state these tokens were synced to (None:
         # never synced); while it is unchanged the view has only grown, so syncing may just append.
         self.view_epoch: Optional[int] = None
@@ -94,6 +97,23 @@ class LlamaEngine:
         if n < len(self.tokens):
             self.llm._ctx.kv_cache_seq_rm(-1, n, -1)
             del self.tokens[n:]
+            if self.n_swa and not self._window_intact(n):
+                self._recompute()
+
+    def _window_intact(self, n: int) -> bool:
+        """Whether the window-only local-layer cache still holds the n_swa positions before n (a cut
+        deeper than its spare batch loses them: those cells were reused)."""
+        import llama_cpp
+        memory = llama_cpp.llama_get_memory(self.llm._ctx.ctx)
+        low = int(llama_cpp.llama_memory_seq_pos_min(memory, 0))
+        high = int(llama_cpp.llama_memory_seq_pos_max(memory, 0))
+        return n == 0 or (high == n - 1 and 0 <= low <= max(0, n - self.n_swa))
+
+    def _recompute(self) -> None:
+        kept = self.tokens
+        self.clear()
+        self.recomputed += 1
+        self.extend(kept, by_line=True)
 
     def extend(self, tokens: Sequence[int], *, batch: Optional[int] = None,
                before_batch: Optional[Callable[[], None]] = None, by_line: bool = False) -> None:
@@ -281,6 +301,12 @@ class LlamaEngine:
 
     def close(self) -> None:
         self.llm.close()
+
+
+def _window_only_swa(llm) -> int:
+    import llama_cpp
+    n_swa = int(llama_cpp.llama_model_n_swa(llm.model)) if hasattr(llama_cpp, "llama_model_n_swa") else 0
+    return n_swa if n_swa > 0 and not llm.context_params.swa_full else 0
 
 
 def _read_header(handle, path):

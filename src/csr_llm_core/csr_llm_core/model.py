@@ -233,13 +233,16 @@ def _model_params(use_extra_bufts: bool):
 
 
 def load_llama(model_path: Optional[PathLike] = None, *, n_ctx: int = 4096, n_threads: int = 1,
-               n_batch: int = 512, seed: int = 0, flash_attn: bool = False, kv_cache_type: str = "f16", **kwargs):
+               n_batch: int = 512, seed: int = 0, flash_attn: bool = False, kv_cache_type: str = "f16",
+               swa_full: bool = True, **kwargs):
     """A llama_cpp.Llama on the given (or default) model, with an explicit thread count.
 
     llama.cpp uses OpenMP here; more threads than free cores slows it down by 10x or more, so the
     thread count is always explicit (docs/architecture.md, "Threads"). `flash_attn` and
     `kv_cache_type` (K and V alike) are llama.cpp's context options; the defaults are llama.cpp's
     (flash attention off, f16 cache). A quantized cache without flash attention is refused.
+    `swa_full=False` gives a sliding-window model's (Gemma 3's) local layers a cache of only their
+    window plus one batch, so their attention no longer grows with the prefix.
     """
     type_id = kv_cache_type_id(kv_cache_type)
     if kv_cache_type != "f16" and not flash_attn:
@@ -254,7 +257,7 @@ def load_llama(model_path: Optional[PathLike] = None, *, n_ctx: int = 4096, n_th
         with _model_params(extra_buffers_enabled()):
             return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
                          n_batch=n_batch, seed=seed, verbose=False, flash_attn=flash_attn, type_k=type_id,
-                         type_v=type_id, **kwargs)
+                         type_v=type_id, swa_full=swa_full, **kwargs)
     except (ValueError, RuntimeError, OSError) as err:
         raise ModelFileError(path, f"llama.cpp could not load it ({err})") from err
 

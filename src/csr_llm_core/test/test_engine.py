@@ -97,3 +97,28 @@ def test_a_decision_the_grammar_fixes_entirely_still_reports_its_latency(engines
     result = engine.decide(engine.tokenize_plain("state"), DecisionGrammar(only, engine.tokenize_plain))
     assert result.decision.intent == "stop" and result.chosen == [] and result.ttft_ms == result.total_ms
     assert len(engine.tokens) == result.prefix_tokens
+
+
+def test_window_only_swa_cache_decides_as_a_full_recompute_and_recomputes_after_a_deep_cut(engines, template,
+                                                                                            catalogue):
+    import llama_cpp
+    from csr_llm_core.engine import LlamaEngine
+    fresh = engines[1]
+    windowed = LlamaEngine(n_ctx=2048, swa_full=False, name="W")
+    try:
+        assert windowed.n_swa > 0                   # Gemma 3's local layers
+        grammar = DecisionGrammar(catalogue, windowed.tokenize_plain)
+        prefix = build_prefix(windowed, template, catalogue, 1400)
+        memory = llama_cpp.llama_get_memory(windowed.llm._ctx.ctx)
+        assert llama_cpp.llama_memory_seq_pos_min(memory, 0) > 0     # older local-layer cells were reused
+        suffix = windowed.tokenize(template.suffix_text("open_door", 1))
+        for cut in (len(prefix), 600):
+            windowed.truncate(cut)
+            csr = windowed.decide(suffix, grammar)
+            assert windowed.tokens == prefix[:cut] and windowed.kv_positions() == cut
+            fresh.clear()
+            full = fresh.decide(prefix[:cut] + suffix, grammar)
+            assert csr.tokens == full.tokens, (cut, csr.text, full.text)
+        assert windowed.recomputed == 1             # the suffix roll-backs fit its spare batch; the cut did not
+    finally:
+        windowed.close()
