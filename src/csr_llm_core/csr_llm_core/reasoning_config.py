@@ -31,6 +31,9 @@ class ReasoningNodeConfig:
     n_ctx: int = 0                   # per context; 0 = 1.5 * tau_mem + 256
     n_threads_primary: int = 1       # llama.cpp threads per context: never more than free cores
     n_threads_secondary: int = 1
+    # false: a sliding-window model's (Gemma 3's) local layers cache only their window, so TTFT
+    # hardly grows with the prefix (docs/architecture.md, "Threads"); true: llama.cpp's full-size cache
+    swa_full: bool = True
     cpu_affinity: str = ""           # CPUs for this node's threads (llama.cpp's too), taskset syntax; "" = any
     intents_file: str = ""           # required: the intent catalogue (config/intents.yaml)
     prompt_file: str = ""            # required: the prompt layout (config/prompt.yaml)
@@ -96,9 +99,9 @@ def make_resources(cfg: ReasoningNodeConfig, remote: Dict[str, RemoteResource],
             engines.append(HttpBackend(resource, name=name))
         else:
             engines.append(LlamaEngine(model_path or None, n_ctx=cfg.context_size, n_threads=int(threads[index]),
-                                       name=name))
+                                       name=name, swa_full=cfg.swa_full))
     fallback = None
     if cfg.fallback == "embedded" and any(not e.is_local for e in engines):
         fallback = LlamaEngine(model_path or None, n_ctx=cfg.context_size, n_threads=int(threads[0]),
-                               name="embedded")
+                               name="embedded", swa_full=cfg.swa_full)
     return engines, fallback

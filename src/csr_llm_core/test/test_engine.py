@@ -122,3 +122,16 @@ def test_window_only_swa_cache_decides_as_a_full_recompute_and_recomputes_after_
         assert windowed.recomputed == 1             # the suffix roll-backs fit its spare batch; the cut did not
     finally:
         windowed.close()
+
+
+def test_the_reasoning_node_builds_window_only_contexts_when_swa_full_is_off():
+    from csr_llm_core.reasoning_config import ReasoningNodeConfig, make_resources
+    for swa_full in (True, False):
+        cfg = ReasoningNodeConfig(n_ctx=1024, swa_full=swa_full).validated()
+        engines, fallback = make_resources(cfg, {})
+        try:
+            assert fallback is None and len(engines) == 2
+            assert all((engine.n_swa > 0) == (not swa_full) for engine in engines)
+        finally:
+            for engine in engines:
+                engine.close()
