@@ -243,7 +243,7 @@ class LlamaEngine:
         written = llama_cpp.llama_state_get_data(self.llm._ctx.ctx, buffer, size)
         stamp = {"model_sha256": model_checksum(self.model_path), "state_version": int(state_version),
                  "n_tokens": len(self.tokens), "tokens_sha256": tokens_digest(self.tokens), "n_ctx": self.n_ctx,
-                 "data_sha256": hashlib.sha256(memoryview(buffer)[:written]).hexdigest()}
+                 "swa_window": self.n_swa, "data_sha256": hashlib.sha256(memoryview(buffer)[:written]).hexdigest()}
         header = json.dumps(stamp).encode()
         token_bytes = np.asarray(self.tokens, dtype=np.int32).tobytes()
         path = Path(path)
@@ -288,6 +288,9 @@ class LlamaEngine:
             problems.append(f"it covers {len(tokens)} tokens that differ from the {len(expected_tokens)} expected")
         if len(tokens) > self.n_ctx:
             problems.append(f"it holds {len(tokens)} tokens, more than n_ctx={self.n_ctx}")
+        if stamp.get("swa_window", 0) != self.n_swa:    # llama.cpp loads it, and then decides on garbage
+            problems.append(f"its sliding-window cache keeps {stamp.get('swa_window', 0) or 'all'} positions, "
+                            f"this context {self.n_swa or 'all'} (swa_full differs)")
         if stamp.get("data_sha256") != hashlib.sha256(data).hexdigest():
             problems.append("its KV data does not match its checksum (corrupt, or saved without one)")
         if problems:

@@ -135,3 +135,24 @@ def test_the_reasoning_node_builds_window_only_contexts_when_swa_full_is_off():
         finally:
             for engine in engines:
                 engine.close()
+
+
+def test_a_saved_state_is_refused_by_a_context_whose_swa_full_differs(engines, tmp_path):
+    from csr_llm_core.engine import LlamaEngine, StateFileError
+    full = engines[0]
+    windowed = LlamaEngine(n_ctx=1024, swa_full=False, name="W")
+    try:
+        for engine in (full, windowed):
+            engine.clear()
+            engine.extend(engine.tokenize("Robot log.\n", bos=True) + engine.tokenize_plain("door closed\n" * 80))
+        path = tmp_path / "window.bin"
+        windowed.save_state(path, state_version=0)
+        kept = list(full.tokens)
+        with pytest.raises(StateFileError, match="swa_full differs"):     # llama.cpp itself would load it
+            full.load_state(path, state_version=0)
+        assert full.tokens == kept and full.kv_positions() == len(kept)   # refused before touching the cache
+        windowed.clear()
+        windowed.load_state(path, state_version=0)
+        assert windowed.kv_positions() == len(windowed.tokens) > 0
+    finally:
+        windowed.close()
