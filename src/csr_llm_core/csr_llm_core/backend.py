@@ -70,5 +70,6 @@ def sync_cache(backend: "ReasoningBackend", target: Sequence[int], **extend_args
     while common < limit and held[common] == target[common]:
         common += 1
     backend.truncate(common)
-    backend.extend(target[common:], **extend_args)
-    return len(target) - common
+    kept = len(backend.tokens)     # below common where the cut cleared a window-only cache
+    backend.extend(target[kept:], **extend_args)
+    return len(target) - kept

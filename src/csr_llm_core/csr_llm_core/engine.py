@@ -71,7 +71,7 @@ class LlamaEngine:
         # a local layer's window when its cache keeps only the window (swa_full off), else 0
         self.n_swa = _window_only_swa(self.llm)
         self.tokens: List[int] = []
-        self.recomputed = 0     # how often a deep cut made the window-only cache recompute
+        self.window_resets = 0  # deep cuts that cleared the window-only cache
         # Set by the Reasoner: the epoch of its view of the state these tokens were synced to (None:
         # never synced); while it is unchanged the view has only grown, so syncing may just append.
         self.view_epoch: Optional[int] = None
@@ -94,26 +94,21 @@ class LlamaEngine:
 
     # --- KV cache --------------------------------------------------------------------------
     def truncate(self, n: int) -> None:
+        """Roll the cache back to the first n tokens. On a window-only cache (swa_full off) a cut
+        deeper than its spare batch has lost the window before n: the cache is cleared instead, and
+        the caller evaluates again from len(tokens) with its own batching (sync and the reasoner do)."""
         if n < len(self.tokens):
             self.llm._ctx.kv_cache_seq_rm(-1, n, -1)
             del self.tokens[n:]
             if self.n_swa and not self._window_intact(n):
-                self._recompute()
+                self.clear()
+                self.window_resets += 1
 
     def _window_intact(self, n: int) -> bool:
-        """Whether the window-only local-layer cache still holds the n_swa positions before n (a cut
-        deeper than its spare batch loses them: those cells were reused)."""
-        import llama_cpp
-        memory = llama_cpp.llama_get_memory(self.llm._ctx.ctx)
-        low = int(llama_cpp.llama_memory_seq_pos_min(memory, 0))
-        high = int(llama_cpp.llama_memory_seq_pos_max(memory, 0))
+        """Whether the local-layer cache still holds the n_swa positions before n (cells older than
+        the newest n_swa + one batch are reused)."""
+        low, high = self._seq_positions()
         return n == 0 or (high == n - 1 and 0 <= low <= max(0, n - self.n_swa))
-
-    def _recompute(self) -> None:
-        kept = self.tokens
-        self.clear()
-        self.recomputed += 1
-        self.extend(kept, by_line=True)
 
     def extend(self, tokens: Sequence[int], *, batch: Optional[int] = None,
                before_batch: Optional[Callable[[], None]] = None, by_line: bool = False) -> None:
@@ -155,9 +150,15 @@ class LlamaEngine:
 
     def kv_positions(self) -> int:
         """Number of positions llama.cpp holds for sequence 0 (max position + 1)."""
+        return self._seq_positions()[1] + 1
+
+    def _seq_positions(self) -> tuple:
+        """(lowest, highest) position llama.cpp holds for sequence 0; the lowest is the local
+        layers' on a sliding-window model."""
         import llama_cpp
         memory = llama_cpp.llama_get_memory(self.llm._ctx.ctx)
-        return int(llama_cpp.llama_memory_seq_pos_max(memory, 0)) + 1
+        return (int(llama_cpp.llama_memory_seq_pos_min(memory, 0)),
+                int(llama_cpp.llama_memory_seq_pos_max(memory, 0)))
 
     def last_logits(self) -> np.ndarray:
         pointer = self.llm._ctx.get_logits_ith(-1)

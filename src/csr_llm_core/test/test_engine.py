@@ -113,13 +113,14 @@ def test_window_only_swa_cache_decides_as_a_full_recompute_and_recomputes_after_
         assert llama_cpp.llama_memory_seq_pos_min(memory, 0) > 0     # older local-layer cells were reused
         suffix = windowed.tokenize(template.suffix_text("open_door", 1))
         for cut in (len(prefix), 600):
-            windowed.truncate(cut)
+            windowed.sync(prefix[:cut], by_line=True)      # the deep cut clears; sync evaluates again
+            assert windowed.tokens == prefix[:cut]
             csr = windowed.decide(suffix, grammar)
             assert windowed.tokens == prefix[:cut] and windowed.kv_positions() == cut
             fresh.clear()
             full = fresh.decide(prefix[:cut] + suffix, grammar)
             assert csr.tokens == full.tokens, (cut, csr.text, full.text)
-        assert windowed.recomputed == 1             # the suffix roll-backs fit its spare batch; the cut did not
+        assert windowed.window_resets == 1          # the suffix roll-backs fit its spare batch; the cut did not
     finally:
         windowed.close()
 
