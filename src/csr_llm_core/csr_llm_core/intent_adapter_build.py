@@ -128,6 +128,7 @@ def main(argv=None) -> int:
     from .engine import LlamaEngine
     from .model import model_checksum
     from .prompt import PromptTemplate
+    from .reasoning_config import ReasoningNodeConfig
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
@@ -135,6 +136,8 @@ def main(argv=None) -> int:
     parser.add_argument("--config-dir", type=Path, default=Path("config"))
     parser.add_argument("--model-path", default=None)
     parser.add_argument("--n-threads", type=int, default=1)
+    parser.add_argument("--swa-full", choices=("true", "false"), default=str(ReasoningNodeConfig.swa_full).lower(),
+                        help="the context's sliding-window cache, as the reasoning node's swa_full (its default)")
     parser.add_argument("--anchors", type=parse_anchors, default=parse_anchors(DEFAULT_ANCHORS),
                         help="where the hidden states are read: 'last' (default, the intent's position), "
                              "plus 'question_end' and/or 'lines=N' (the ends of the question's last N lines)")
@@ -148,12 +151,15 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     catalogue = IntentCatalogue.from_file(args.config_dir / "intents.yaml")
     template = PromptTemplate.from_mapping(yaml.safe_load((args.config_dir / "prompt.yaml").read_text()))
-    engine = LlamaEngine(args.model_path, n_ctx=4096, n_threads=args.n_threads, name="adapter")
+    swa_full = args.swa_full == "true"
+    engine = LlamaEngine(args.model_path, n_ctx=4096, n_threads=args.n_threads, name="adapter", swa_full=swa_full)
     head = engine.tokenize(template.head_text(catalogue), bos=True)
     key = {"episodes": args.episodes, "seed": args.seed, "generator": GENERATOR_VERSION, "recording": RECORDING_VERSION,
            "head_sha256": head_digest(head), "model_sha256": model_checksum(engine.model_path)}
     if args.anchors.count > 1:          # the default's key (and cached features) stay as they were
         key["anchors"] = args.anchors.to_meta()
+    if not swa_full:
+        key["swa_full"] = False
     started = time.perf_counter()
     data = _cached(args.features, key)
     if data is None:
