@@ -8,11 +8,9 @@ text, an operator takeover, unrelated notices), plus memory episodes where the d
 said long before it matters (an object moved elsewhere, a task that waits for a condition). The
 sensor samples go through the real Aggregator (decision_situations.Script), so the chunk texts
 are the node's. Every probe carries the intents an operator accepts at that point, derived from
-the episode's own task state, never from a model's answer. The running and paused tasks shown
-in the question are what the router would report had the robot decided as the operator would
-(a pausing intent displacing an unfinished task pauses it, a task decision clears it, as
-`IntentCatalogue.paused_after` says), sometimes another intent or nothing (a model must not copy
-them). The wording is drawn from phrase lists of our own, so the scenario suite and the
+the episode's own task state, never from a model's answer; the running task shown in the
+question is what the router would report, sometimes another intent or nothing (a model must not
+copy it). The wording is drawn from phrase lists of our own, so the scenario suite and the
 decision_eval situations stay held out. Plain module, no rclpy.
 """
 from __future__ import annotations
@@ -21,12 +19,10 @@ import random
 from dataclasses import dataclass
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from .catalogue import PausedTask
 from .decision_situations import ARM_JOINTS, REACH_HANDLE, REACH_SHELF, Script, Stream
 
-GENERATOR_VERSION = 2          # bump when episodes change: cached features are keyed by it
+GENERATOR_VERSION = 1          # bump when episodes change: cached features are keyed by it
 SAFE = frozenset({"hold_position", "stop"})
-PAUSING = frozenset({"hold_position", "stop", "back_off"})     # the catalogue's pauses_task intents
 OBJECTS = ("box", "bottle", "tool")
 ZONES = ("corridor", "warehouse", "door")
 INTENTS = ("open_door", "pick_object", "move_to", "hold_position", "back_off", "stop")
@@ -116,8 +112,6 @@ class Episode:
         self.accept: FrozenSet[str] = SAFE
         self.args: Dict[str, str] = {}
         self.router = ""           # what the router would report running
-        self.router_args: Dict[str, object] = {}     # the arguments the running task was decided with
-        self.paused: Optional[PausedTask] = None    # what the router would report paused
 
     def pick(self, options: Sequence[str], **fill) -> str:
         text = self.rng.choice(options)
@@ -140,31 +134,11 @@ class Episode:
         for _ in range(count):
             roll = self.rng.random()
             running = self.router if roll < 0.6 else ("" if roll < 0.75 else self.rng.choice(INTENTS))
-            paused = self.paused if self.rng.random() < 0.85 else None
-            self.script.ask(sorted(self.accept), running=running, paused=paused, **self.args)
-        self.run_decision(self.operator_choice())
-
-    def operator_choice(self) -> str:
-        """The decision an operator would take now: the only one accepted, else keep what runs, else pause."""
-        if len(self.accept) == 1:
-            return next(iter(self.accept))
-        if self.router in self.accept:
-            return self.router
-        pauses = sorted(self.accept & PAUSING)
-        return self.rng.choice(pauses) if pauses else sorted(self.accept)[0]
-
-    def run_decision(self, intent: str) -> None:
-        """The router runs `intent`: a pause keeps or takes the paused task, a task clears it."""
-        if intent == self.router:
-            return                  # kept running, with the arguments it was decided with
-        if intent not in PAUSING:
-            self.paused = None
-        elif self.router and self.router not in PAUSING:
-            self.paused = PausedTask(self.router, dict(self.router_args))
-        decided: Dict[str, object] = dict(self.args) if intent not in PAUSING else {}
-        if intent == "move_to":
-            decided["speed"] = self.rng.choice((0.3, 0.3, 0.2, 0.5))
-        self.router, self.router_args = intent, decided
+            args = self.args if self.args else {}
+            self.script.ask(sorted(self.accept), running=running, paused=None, **args)
+        chosen = sorted(self.accept)[0] if len(self.accept) == 1 else self.router
+        if chosen in INTENTS:
+            self.router = chosen
 
     def motion(self) -> dict:
         """Sensor motion that fits what the robot does now."""
@@ -239,7 +213,6 @@ class Episode:
 
     def finish(self, text: str) -> bool:
         self.task = None
-        self.router, self.router_args = "", {}     # a finished task is not running, and pausing it pauses nothing
         self.say(text, SAFE, {}, probes=self.rng.choice((1, 2)))
         return False
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from csr_llm_core.catalogue import IntentCatalogue
-from csr_llm_core.decision_training import PAUSING, PERSON_LEFT, SAFE, generate
+from csr_llm_core.decision_training import SAFE, generate
 from csr_llm_core.grammar import DecisionGrammar
 from csr_llm_core.intent_adapter import AdapterMismatch, Anchors, IntentAdapter, accuracy, fit, head_digest
 from csr_llm_core.prompt import PromptTemplate
@@ -54,22 +54,6 @@ def test_generated_labels_follow_the_situation(episodes):
                 assert probe.accept == SAFE | {"back_off"}, newest
             if newest.startswith(("operator: cancel", "cancel that")):
                 assert probe.accept == SAFE, newest
-
-
-def test_generated_paused_task_is_what_the_router_would_report(episodes, catalogue):
-    """A pause that displaces a task pauses it; the task's own decision clears it. Shown paused,
-    the task is sometimes the answer (the person left) and sometimes not (a cancel, a hot motor)."""
-    assert PAUSING == {name for name in catalogue.names if catalogue.intents[name].pauses_task}
-    shown = [(p, _events_before(s, pos)[-1].split("events: ", 1)[-1]) for _, s in episodes for pos, p in s.probes
-             if p.paused]
-    assert len(shown) > 20
-    for probe, newest in shown:
-        assert probe.paused.intent not in PAUSING
-        assert catalogue.validate(probe.paused.intent, probe.paused.arguments)      # shown, not refused
-        if newest in PERSON_LEFT:
-            assert probe.accept == {probe.paused.intent}, newest
-    assert any(p.accept == {p.paused.intent} for p, _ in shown)
-    assert any(p.accept <= PAUSING for p, _ in shown)
 
 
 def test_memory_episodes_decide_on_a_fact_said_long_before(episodes):
