@@ -337,11 +337,14 @@ class ReasoningNode(Node):
         msg.header.stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(msg)
 
-    def _join_or_report(self, thread: threading.Thread, timeout: float, what: str) -> None:
+    def _join_or_report(self, thread: threading.Thread, timeout: float, what: str) -> bool:
+        """True when `thread` ended within `timeout`; else one line saying where it is."""
         thread.join(timeout=timeout)
         if thread.is_alive():
             self.get_logger().warning(f"{what} still busy after {timeout:g} s, in {_where(thread)}; "
                                       "stopping without it")
+            return False
+        return True
 
     def destroy_node(self):
         if not hasattr(self, "_thread"):       # the start failed (logged): nothing runs, nothing to save
@@ -349,7 +352,11 @@ class ReasoningNode(Node):
         with self._wake:
             self._stopping = True
             self._wake.notify()
-        self._join_or_report(self._thread, DECISION_JOIN_S, "decision thread")
+        if not self._join_or_report(self._thread, DECISION_JOIN_S, "decision thread"):
+            # it may be inside llama.cpp: applying, saving or freeing the contexts under it crashes the process
+            self.get_logger().error("the contexts stay open until the process exits: state not saved, "
+                                    f"{len(self._chunks)} queued chunks not applied")
+            return super().destroy_node()
         with self._wake:
             pending, self._chunks = list(self._chunks), deque()
         for msg in pending:          # accepted chunks are kept (and saved), not dropped at shutdown

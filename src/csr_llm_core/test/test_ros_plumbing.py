@@ -175,3 +175,50 @@ def test_a_reasoning_node_with_a_bad_parameter_says_so_in_one_line_and_exits_2()
     assert proc.returncode == 2, out
     assert "cannot start: parameter cpu_affinity: expected str" in out, out
     assert "AttributeError" not in out, out
+
+
+STUCK_DECISION = """
+import sys, threading
+from csr_llm_core import reasoning_node
+from csr_llm_core.engine import LlamaEngine
+reasoning_node.DECISION_JOIN_S = 0.5
+release = threading.Event()
+
+def stuck_in_a_decode(self):
+    print("deciding", flush=True)
+    release.wait(60)
+
+close = LlamaEngine.close
+def reported_close(self):
+    print("engine closed", flush=True)
+    close(self)
+
+reasoning_node.ReasoningNode._decision_loop = stuck_in_a_decode
+LlamaEngine.close = reported_close
+sys.exit(reasoning_node.main(["reasoning", "--ros-args", "-p", "intents_file:=%s", "-p", "prompt_file:=%s",
+                              "-p", "tau_mem:=2048", "-p", "n_ctx:=3072"]))
+"""
+
+
+def test_a_stop_during_a_decision_leaves_the_contexts_to_the_process_exit():
+    """A decision thread that does not end in time may be inside llama.cpp: freeing its context under
+    it crashed a bench run's reasoning node (SIGSEGV). It says so in one line and exits cleanly."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+    config = Path(__file__).resolve().parents[3] / "config"
+    script = STUCK_DECISION % (config / "intents.yaml", config / "prompt.yaml")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.strip() == "deciding":
+            break
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    out = "".join(lines) + out
+    assert proc.returncode == 0, out
+    assert "decision thread still busy after 0.5 s" in out and "<- stuck_in_a_decode" in out, out
+    assert "the contexts stay open until the process exits: state not saved" in out, out
+    assert "engine closed" not in out, out
