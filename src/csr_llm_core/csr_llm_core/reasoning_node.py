@@ -337,14 +337,16 @@ class ReasoningNode(Node):
         msg.header.stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(msg)
 
-    def _join_or_report(self, thread: threading.Thread, timeout: float, what: str) -> bool:
-        """True when `thread` ended within `timeout`; else one line saying where it is."""
-        thread.join(timeout=timeout)
-        if thread.is_alive():
-            self.get_logger().warning(f"{what} still busy after {timeout:g} s, in {_where(thread)}; "
-                                      "stopping without it")
-            return False
-        return True
+    def _join_decision_thread(self) -> bool:
+        """True when the decision thread ended in time; else one line saying where it is and what is left.
+        It may be inside llama.cpp: applying, saving or freeing the contexts under it crashes the process."""
+        self._thread.join(timeout=DECISION_JOIN_S)
+        if not self._thread.is_alive():
+            return True
+        self.get_logger().error(f"decision thread still busy after {DECISION_JOIN_S:g} s, in {_where(self._thread)}; "
+                                "stopping without it: the contexts stay open until the process exits: state not "
+                                f"saved, {len(self._chunks)} queued chunks not applied")
+        return False
 
     def destroy_node(self):
         if not hasattr(self, "_thread"):       # the start failed (logged): nothing runs, nothing to save
@@ -352,10 +354,7 @@ class ReasoningNode(Node):
         with self._wake:
             self._stopping = True
             self._wake.notify()
-        if not self._join_or_report(self._thread, DECISION_JOIN_S, "decision thread"):
-            # it may be inside llama.cpp: applying, saving or freeing the contexts under it crashes the process
-            self.get_logger().error("the contexts stay open until the process exits: state not saved, "
-                                    f"{len(self._chunks)} queued chunks not applied")
+        if not self._join_decision_thread():
             return super().destroy_node()
         with self._wake:
             pending, self._chunks = list(self._chunks), deque()
