@@ -5,7 +5,6 @@ import math
 import sys
 import threading
 import time
-import traceback
 from collections import deque
 from pathlib import Path
 from typing import Optional
@@ -32,7 +31,7 @@ from .reasoning_config import ReasoningNodeConfig, make_resources, resource_name
 from .running_task import RunningTask, RunningTaskHistory
 from .ros import qos
 from .ros.intent_args import arguments_to_dict, dict_to_arguments
-from .ros.node import run_node
+from .ros.node import run_node, thread_where
 from .ros.params import declare_dataclass
 from .ros.spin import take_waiting
 from .ros.stamps import set_stamp, stamp_to_sec
@@ -343,7 +342,8 @@ class ReasoningNode(Node):
         self._thread.join(timeout=DECISION_JOIN_S)
         if not self._thread.is_alive():
             return True
-        self.get_logger().error(f"decision thread still busy after {DECISION_JOIN_S:g} s, in {_where(self._thread)}; "
+        where = thread_where(self._thread)
+        self.get_logger().error(f"decision thread still busy after {DECISION_JOIN_S:g} s, in {where}; "
                                 "stopping without it: the contexts stay open until the process exits: state not "
                                 f"saved, {len(self._chunks)} queued chunks not applied")
         return False
@@ -372,15 +372,6 @@ class ReasoningNode(Node):
         for engine in self.engines + ([self.fallback] if self.fallback else []):
             engine.close()
         return super().destroy_node()
-
-
-def _where(thread: threading.Thread) -> str:
-    """The innermost frames a thread is in now (for a stop that has to leave it behind)."""
-    frame = sys._current_frames().get(thread.ident or -1)
-    if frame is None:
-        return "?"
-    return " <- ".join(f"{f.name} ({Path(f.filename).name}:{f.lineno})"
-                       for f in reversed(traceback.extract_stack(frame)[-4:]))
 
 
 class _RosLogAdapter:

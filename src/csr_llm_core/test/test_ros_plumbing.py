@@ -115,7 +115,7 @@ def test_a_node_declares_its_parameters_from_a_dataclass():
 def test_a_stop_that_leaves_a_busy_thread_behind_says_where_it_is():
     """The reasoning node's stop names the frames of a thread that did not finish in time."""
     import threading
-    from csr_llm_core.reasoning_node import _where
+    from csr_llm_core.ros.node import thread_where as _where
     release = threading.Event()
 
     def stuck_in_a_decode():
@@ -163,6 +163,43 @@ def test_a_node_stuck_in_its_teardown_prints_where_before_it_is_killed():
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
     assert "Timeout (0:00:00.500000)!" in out and "in destroy_node" in out, out
+
+
+NEVER_DESTROYED = """
+import threading
+from rclpy.node import Node
+from csr_llm_core.ros import node as ros_node
+ros_node.DESTROY_NODE_S = 1.0
+
+class NeverDestroyed(Node):
+    def __init__(self):
+        super().__init__("never_destroyed")
+        print("up", flush=True)
+
+    def destroy_node(self):
+        print("own shutdown steps done", flush=True)
+        threading.Event().wait()   # as rclpy's node destruction once did inside DDS
+        return super().destroy_node()
+
+ros_node.run_node(NeverDestroyed)
+"""
+
+
+def test_a_destroy_node_that_never_returns_is_left_after_its_bound_with_one_line():
+    """A test run's aggregator hung in rclpy's destroy_node until the runner SIGKILLed it (exit -9,
+    a failed run): past DESTROY_NODE_S the process says where it is stuck and exits 0 by itself."""
+    import signal
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", NEVER_DESTROYED], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout.readline().strip() == "up"
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert "own shutdown steps done" in out, out
+    lines = [line for line in out.splitlines() if "destroy_node still running after 1 s" in line]
+    assert len(lines) == 1 and "<- destroy_node (<string>:" in lines[0] and lines[0].endswith("exiting without it"), out
 
 
 def test_a_reasoning_node_with_a_bad_parameter_says_so_in_one_line_and_exits_2():

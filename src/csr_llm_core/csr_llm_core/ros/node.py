@@ -4,14 +4,19 @@ SIGINT/SIGTERM only set an event: the executor spins in its own thread and no si
 inside a callback or inside rclpy's message conversion. On stop: ``before_stop`` (a lifecycle node
 deactivates: zero effort while the context is still valid), executor.shutdown(), join the spin
 thread, destroy the node (its last logs and saves), rclpy.shutdown(). rclpy's own handler would
-invalidate the context before destroy_node runs.
+invalidate the context before destroy_node runs. destroy_node is bounded too: once (seen in a test
+run) rclpy's final node destruction never returned after every node step had finished, and the
+runner had to SIGKILL the process.
 """
 from __future__ import annotations
 
 import faulthandler
+import os
 import signal
 import sys
 import threading
+import traceback
+from pathlib import Path
 from typing import Callable, List, Optional
 
 import rclpy
@@ -22,6 +27,8 @@ from rclpy.signals import SignalHandlerOptions
 # Bound on each teardown step, so a stuck callback cannot keep a stopped node alive forever.
 EXECUTOR_SHUTDOWN_S = 2.0
 SPIN_JOIN_S = 5.0
+# destroy_node (the node's own last steps, then rclpy's); with the two above, under the runner's 30 s
+DESTROY_NODE_S = 20.0
 # A node still tearing down this long after the stop signal prints every thread's stack (then a
 # supervisor's SIGKILL leaves a log that says where it hung); under the runner's 30 s grace.
 TEARDOWN_DUMP_S = 25.0
@@ -80,11 +87,44 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
         if thread is not None:
             thread.join(timeout=SPIN_JOIN_S)
         if node is not None:
-            node.destroy_node()
+            _destroy_within_bound(node)
         if rclpy.ok():
             rclpy.shutdown()
         faulthandler.cancel_dump_traceback_later()
     return 0
+
+
+def _destroy_within_bound(node: Node) -> None:
+    """node.destroy_node(), in a helper thread so a stuck DDS teardown cannot hold the process: past
+    DESTROY_NODE_S one line says where it is, and the process exits (its own steps are logged by then)."""
+    errors: List[BaseException] = []
+
+    def destroy() -> None:
+        try:
+            node.destroy_node()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            errors.append(exc)
+
+    name = node.get_name()
+    worker = threading.Thread(target=destroy, name=f"{name}-destroy", daemon=True)
+    worker.start()
+    worker.join(DESTROY_NODE_S)
+    if worker.is_alive():
+        print(f"{name}: destroy_node still running after {DESTROY_NODE_S:g} s, in {thread_where(worker)}; "
+              "exiting without it", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(0)          # interpreter teardown would wait on (or free under) the stuck call
+    if errors:
+        raise errors[0]
+
+
+def thread_where(thread: threading.Thread) -> str:
+    """The innermost frames a thread is in now (for a stop that has to leave it behind)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None:
+        return "?"
+    return " <- ".join(f"{f.name} ({Path(f.filename).name}:{f.lineno})"
+                       for f in reversed(traceback.extract_stack(frame)[-4:]))
 
 
 def run_lifecycle_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None, *,
