@@ -36,7 +36,7 @@ def test_kv_cache_holds_exactly_the_concatenated_chunk_tokens(engines, template,
     assert engine.tokens == tokens and engine.kv_positions() == len(tokens)
 
 
-@pytest.mark.parametrize("prefix_len", [400, 1200, 2600])
+@pytest.mark.parametrize("prefix_len", [400, 2600])
 def test_decision_through_cached_prefix_equals_full_recompute(engines, template, catalogue, prefix_len):
     cached, fresh = engines
     grammar = DecisionGrammar(catalogue, cached.tokenize_plain)
