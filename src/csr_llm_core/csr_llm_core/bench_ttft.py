@@ -19,6 +19,8 @@ ratio and identical (decision tokens equal the default full recompute's, for the
   swa_window_fa   swa_window with flash attention
   threads_N       the default context with N threads (llama_set_n_threads), nothing else running
   short_suffix    the suffix without the newest events (its own full recompute for `identical`)
+  paused_suffix   the suffix while a pause holds a task: running stop, the paused task shown through
+                  the question's {paused} (its own full recompute for `identical`)
 The prefix is built the CSR way: static head + state chunks appended one by one.
 """
 from __future__ import annotations
@@ -31,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Sequence
 
-from .catalogue import IntentCatalogue
+from .catalogue import IntentCatalogue, PausedTask
 from .engine import LlamaEngine
 from .grammar import DecisionGrammar
 from .prompt import PromptTemplate, chunk_line, tokenize_suffix
@@ -42,6 +44,8 @@ CONTEXT_VARIANTS: Dict[str, Dict[str, Any]] = {"flash_attn": {"flash_attn": True
                                                "kv_q8_0": {"flash_attn": True, "kv_cache_type": "q8_0"},
                                                "swa_window": {"swa_full": False},
                                                "swa_window_fa": {"swa_full": False, "flash_attn": True}}
+
+SUFFIX_VARIANTS = ("short_suffix", "paused_suffix")     # the default context with another suffix
 
 
 def _build_to(engine: LlamaEngine, tokens: list, target: int, seq: int) -> int:
@@ -80,9 +84,13 @@ def run(sizes, repeats: int, n_threads: int, config_dir: Path, model_path=None,
                                       for name in variants if name in CONTEXT_VARIANTS}
     grammar = DecisionGrammar(catalogue, cached.tokenize_plain)
     # the live suffix shape: running task plus the newest events (plain text), as the reasoner builds it
-    suffix = tokenize_suffix(template.suffix_segments("open_door", 0, [chunk_text(5), chunk_text(11)]),
-                             cached.tokenize, cached.tokenize_plain)
-    short = tokenize_suffix(template.suffix_segments("open_door", 0, []), cached.tokenize, cached.tokenize_plain)
+    events = [chunk_text(5), chunk_text(11)]
+    suffix = tokenize_suffix(template.suffix_segments("open_door", 0, events), cached.tokenize, cached.tokenize_plain)
+    segments = {"short_suffix": template.suffix_segments("open_door", 0, []),
+                "paused_suffix": template.suffix_segments(
+                    "stop", 0, events, PausedTask("move_to", {"zone": "warehouse", "speed": 0.3}).text())}
+    other_suffixes = {name: tokenize_suffix(pieces, cached.tokenize, cached.tokenize_plain)
+                      for name, pieces in segments.items() if name in variants}
     head = cached.tokenize(template.head_text(catalogue), bos=True)
     tokens = list(head)
     for engine in [cached] + list(others.values()):
@@ -114,11 +122,12 @@ def run(sizes, repeats: int, n_threads: int, config_dir: Path, model_path=None,
                     _set_threads(cached, int(name.split("_")[1]))
                     measured[name] = _timed(cached, suffix, grammar, repeats, full.tokens) | {"full_ms": full.ttft_ms}
                     _set_threads(cached, n_threads)
-                elif name == "short_suffix":
+                elif name in other_suffixes:
+                    other = other_suffixes[name]
                     fresh.clear()
-                    short_full = fresh.decide(tokens + short, grammar)
-                    measured[name] = _timed(cached, short, grammar, repeats, short_full.tokens) | {
-                        "full_ms": short_full.ttft_ms, "suffix_tokens": len(short)}
+                    other_full = fresh.decide(tokens + other, grammar)
+                    measured[name] = _timed(cached, other, grammar, repeats, other_full.tokens) | {
+                        "full_ms": other_full.ttft_ms, "suffix_tokens": len(other)}
             for result in measured.values():
                 result["ratio"] = round(result.pop("full_ms") / result["csr_ms"], 1)
             suffix_ms = statistics.median(suffix_only)
@@ -163,16 +172,17 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", default="1024,2048,4096,8192")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--n-threads", type=int, default=1)
-    parser.add_argument("--variants", default="flash_attn,kv_q8_0,swa_window,swa_window_fa,threads_2,short_suffix",
+    parser.add_argument("--variants",
+                        default="flash_attn,kv_q8_0,swa_window,swa_window_fa,threads_2,short_suffix,paused_suffix",
                         help="comma-separated: flash_attn, kv_q8_0, swa_window, swa_window_fa, threads_N, "
-                             "short_suffix ('' = none)")
+                             "short_suffix, paused_suffix ('' = none)")
     parser.add_argument("--model-path", default=None)
     parser.add_argument("--config-dir", type=Path, default=Path("config"),
                         help="folder with intents.yaml and prompt.yaml (default: ./config, the workspace root's)")
     parser.add_argument("--out", type=Path, default=Path("build/bench/ttft.json"))
     args = parser.parse_args(argv)
     variants = [v for v in args.variants.split(",") if v]
-    unknown = [v for v in variants if v not in CONTEXT_VARIANTS and v != "short_suffix"
+    unknown = [v for v in variants if v not in CONTEXT_VARIANTS and v not in SUFFIX_VARIANTS
                and not (v.startswith("threads_") and v[8:].isdigit())]
     if unknown:
         parser.error(f"unknown variants: {unknown}")
