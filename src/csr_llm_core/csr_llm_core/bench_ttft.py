@@ -20,7 +20,8 @@ ratio and identical (decision tokens equal the default full recompute's, for the
   threads_N       the default context with N threads (llama_set_n_threads), nothing else running
   short_suffix    the suffix without the newest events (its own full recompute for `identical`)
   paused_suffix   the suffix while a pause holds a task: running stop, the paused task shown through
-                  the question's {paused} (its own full recompute for `identical`)
+                  the question's {paused} (the shipped question has none: pass a --config-dir whose
+                  prompt.yaml does); its own full recompute for `identical`
 The prefix is built the CSR way: static head + state chunks appended one by one.
 """
 from __future__ import annotations
