@@ -115,7 +115,7 @@ def test_a_node_declares_its_parameters_from_a_dataclass():
 def test_a_stop_that_leaves_a_busy_thread_behind_says_where_it_is():
     """The reasoning node's stop names the frames of a thread that did not finish in time."""
     import threading
-    from csr_llm_core.ros.node import thread_where as _where
+    from csr_llm_core.ros.node import thread_where
     release = threading.Event()
 
     def stuck_in_a_decode():
@@ -124,11 +124,23 @@ def test_a_stop_that_leaves_a_busy_thread_behind_says_where_it_is():
     thread = threading.Thread(target=stuck_in_a_decode, name="decision-loop")
     thread.start()
     try:
-        assert "stuck_in_a_decode (test_ros_plumbing.py" in _where(thread)
+        assert "stuck_in_a_decode (test_ros_plumbing.py" in thread_where(thread)
     finally:
         release.set()
         thread.join()
-    assert _where(thread) == "?"
+    assert thread_where(thread) == "?"
+
+
+def _interrupted(script: str):
+    """(exit code, output) of a node script sent SIGINT once it printed "up"."""
+    import signal
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout.readline().strip() == "up"
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    return proc.returncode, out
 
 
 HANGING_TEARDOWN = """
@@ -153,15 +165,8 @@ ros_node.run_node(Hangs)
 def test_a_node_stuck_in_its_teardown_prints_where_before_it_is_killed():
     """A node that does not exit after SIGINT (a bench run's recorder was SIGKILLed with no clue why)
     prints every thread's stack once TEARDOWN_DUMP_S has passed, and still exits when done."""
-    import signal
-    import subprocess
-    import sys
-    proc = subprocess.Popen([sys.executable, "-c", HANGING_TEARDOWN], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout.readline().strip() == "up"
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 0, out
+    returncode, out = _interrupted(HANGING_TEARDOWN)
+    assert returncode == 0, out
     assert "Timeout (0:00:00.500000)!" in out and "in destroy_node" in out, out
 
 
@@ -188,15 +193,8 @@ ros_node.run_node(NeverDestroyed)
 def test_a_destroy_node_that_never_returns_is_left_after_its_bound_with_one_line():
     """A test run's aggregator hung in rclpy's destroy_node until the runner SIGKILLed it (exit -9,
     a failed run): past DESTROY_NODE_S the process says where it is stuck and exits 0 by itself."""
-    import signal
-    import subprocess
-    import sys
-    proc = subprocess.Popen([sys.executable, "-c", NEVER_DESTROYED], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout.readline().strip() == "up"
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 0, out
+    returncode, out = _interrupted(NEVER_DESTROYED)
+    assert returncode == 0, out
     assert "own shutdown steps done" in out, out
     lines = [line for line in out.splitlines() if "destroy_node still running after 1 s" in line]
     assert len(lines) == 1 and "<- destroy_node (<string>:" in lines[0] and lines[0].endswith("exiting without it"), out
