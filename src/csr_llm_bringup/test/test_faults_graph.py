@@ -17,7 +17,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from std_msgs.msg import String
 from csr_llm_msgs.msg import CsrStatus, Decision, MotorCommand, RouterStatus
 from csr_llm_core.ros import qos
 from csr_llm_core.ros.spin import spinning
-from csr_llm_core.ros.testing import JointStream, print_recovery, start_node, stop_node, wait_for
+from csr_llm_core.ros.testing import ChildOutput, JointStream, print_recovery, start_node, stop_node, wait_for
 from action_router.params import make_config
 
 pytestmark = [pytest.mark.dds, pytest.mark.slow]
@@ -40,35 +39,25 @@ ENDLESS_TASKS = ("open_door", "move_to", "hold_position", "stop")
 LOST = f"failure flag set (no decision for {DECISION_TIMEOUT_S:g} s: reasoning node lost?)"
 
 
-class RunnerOutput:
+class RunnerOutput(ChildOutput):
     """`csr-llm run` in a child process, its output collected line by line by a thread."""
 
     def __init__(self, args):
-        self.proc = subprocess.Popen([sys.executable, "-m", "csr_llm_bringup.cli", "run", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        self.lines = []
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    def text(self) -> str:
-        return "".join(self.lines)
+        super().__init__(subprocess.Popen([sys.executable, "-m", "csr_llm_bringup.cli", "run", *args],
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                          env=dict(os.environ, PYTHONUNBUFFERED="1")))
+        self.proc = self.process
 
     def pid(self, node: str, nth: int = 0) -> int:
         return [int(p) for p in re.findall(rf"(?:started|restarted) /{node} .*?pid (\d+)\)", self.text())][nth]
 
-    def finish(self, timeout: float = 60.0) -> int:
+    def finish_run(self, timeout: float = 60.0) -> int:
+        """The runner's exit code; past timeout it gets a Ctrl-C and 30 s more."""
         try:
-            return self.proc.wait(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.send_signal(signal.SIGINT)
-            return self.proc.wait(timeout=30)
-        finally:
-            self.thread.join(timeout=5)
+        return self.finish(timeout=30)[0]
 
 
 def endless_task_runs(status: RouterStatus) -> bool:
@@ -165,11 +154,11 @@ def test_killed_reasoning_node_and_router_inside_the_running_graph(tmp_path):
 
                 # 2. kill -9 of the router: the runner reports it and stops the graph
                 os.kill(runner.pid("action_router"), signal.SIGKILL)
-                rc = runner.finish(timeout=90)
+                rc = runner.finish_run(timeout=90)
     finally:
         if runner.proc.poll() is None:
             runner.proc.send_signal(signal.SIGINT)
-            runner.finish()
+            runner.finish_run()
     out = runner.text()
     assert "[runner] /reasoning exited unexpectedly with code -9; restarting in 1 s (1/5)" in out, out[-4000:]
     assert re.search(r"\[reasoning\].*warm restart from .*KV recomputed", out), out[-4000:]

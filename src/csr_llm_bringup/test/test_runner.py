@@ -4,12 +4,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from csr_llm_bringup.paths import config_dir
+from csr_llm_core.ros.testing import ChildOutput
 
 pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
 
@@ -59,28 +59,22 @@ def alive(pid):
     return True
 
 
-def wait_started(process, lines, names, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if all(any(f"[{n}]" in ln and ("aggregating" in ln or "recording" in ln) for ln in lines) for n in names):
-            return True
-    return False
+def wait_started(output, names, timeout=60):
+    """Each named node has said it runs (the output is read in a thread: a silent child cannot hold
+    the test)."""
+    return output.wait_for(lambda text: all(
+        any(f"[{n}]" in ln and ("aggregating" in ln or "recording" in ln) for ln in text.splitlines())
+        for n in names), timeout)
 
 
 @pytest.mark.slow
 def test_ctrl_c_stops_every_node_cleanly(tmp_path):
     before = shm_entries()
-    runner = run_cli(tmp_path, write_profile(tmp_path / "two.yaml"))
-    lines = []
-    assert wait_started(runner, lines, ["aggregator", "recorder"]), "".join(lines)
-    runner.send_signal(signal.SIGINT)
-    out, _ = runner.communicate(timeout=60)
-    output = "".join(lines) + out
-    assert runner.returncode == 0, output
+    runner = ChildOutput(run_cli(tmp_path, write_profile(tmp_path / "two.yaml")))
+    assert wait_started(runner, ["aggregator", "recorder"]), runner.finish(timeout=0)[1]
+    runner.process.send_signal(signal.SIGINT)
+    returncode, output = runner.finish(timeout=60)
+    assert returncode == 0, output
     pids = child_pids(output)
     assert len(pids) == 2 and not any(alive(pid) for pid in pids)
     assert "exit codes: {'aggregator': 0, 'recorder': 0}" in output
@@ -106,24 +100,17 @@ def test_a_crashing_node_stops_the_graph_with_a_nonzero_exit(tmp_path):
 
 @pytest.mark.slow
 def test_a_killed_restart_node_is_reported_and_started_again(tmp_path):
-    runner = run_cli(tmp_path, write_profile(tmp_path / "two.yaml"), "--restart", "aggregator")
-    lines = []
-    assert wait_started(runner, lines, ["aggregator", "recorder"]), "".join(lines)
-    first = next(int(p) for ln in lines for p in re.findall(r"started /aggregator .*pid (\d+)\)", ln))
+    runner = ChildOutput(run_cli(tmp_path, write_profile(tmp_path / "two.yaml"), "--restart", "aggregator"))
+    assert wait_started(runner, ["aggregator", "recorder"]), runner.finish(timeout=0)[1]
+    first = int(re.search(r"started /aggregator .*pid (\d+)\)", runner.text()).group(1))
     os.kill(first, signal.SIGKILL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and sum("aggregating" in ln for ln in lines) < 2:
-        line = runner.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-    runner.send_signal(signal.SIGINT)
-    out, _ = runner.communicate(timeout=60)
-    output = "".join(lines) + out
+    runner.wait_for(lambda text: text.count("aggregating") >= 2, timeout=60)
+    runner.process.send_signal(signal.SIGINT)
+    returncode, output = runner.finish(timeout=60)
     assert "[runner] /aggregator exited unexpectedly with code -9; restarting in 1 s (1/5)" in output, output
     assert re.search(r"\[runner\] restarted /aggregator \(pid \d+\)", output), output
     assert sum("aggregating" in ln for ln in output.splitlines()) == 2, output
-    assert runner.returncode == 0 and "exit codes: {'aggregator': 0, 'recorder': 0}" in output, output
+    assert returncode == 0 and "exit codes: {'aggregator': 0, 'recorder': 0}" in output, output
 
 
 def test_restart_of_an_unknown_node_is_a_clear_error(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from .engine import StateFileError
 
@@ -24,6 +24,7 @@ class WarmRestartMixin:
     _reconciling: bool
     _primary_view: list
     _primary_last_seq: int
+    wait_reconciled: Callable[..., bool]
 
     def _sync_primary(self) -> None: ...
 
@@ -64,6 +65,17 @@ class WarmRestartMixin:
                 return stamp
             finally:
                 self._primary_idle.set()
+
+    def save_at_stop(self, directory: Union[str, Path], wait_s: float) -> dict:
+        """The shutdown save: the state with its KV cache when a pending reconciliation ends within
+        wait_s, else the logical state alone (a restart recomputes the prefix), so a stop never waits
+        on a slow rebuild and never loses an accepted chunk. Returns {"chunks", "kv_saved"}."""
+        if self.wait_reconciled(timeout=wait_s):
+            stamp = self.save(directory)
+            if stamp is not None:
+                with self._lock:
+                    return {"chunks": len(self.state.chunks), "kv_saved": bool(self.primary.is_local)}
+        return {"chunks": self.checkpoint(directory), "kv_saved": False}
 
     def checkpoint(self, directory: Union[str, Path]) -> int:
         """Save the logical state alone (live chunks, sequence), so a crash (kill -9) loses at most

@@ -39,6 +39,9 @@ from .ros.stamps import set_stamp, stamp_to_sec
 # At stop the decision thread finishes its decision; bounded well inside the runner's and launch's
 # 30 s grace, which still has to cover saving the state and joining the rebuild threads.
 DECISION_JOIN_S = 10.0
+# then a pending rebuild gets this long to finish before the state is saved without its KV cache
+# (a slow machine's rebuild can take longer than the whole teardown bound)
+RECONCILE_AT_STOP_S = 5.0
 
 
 class ReasoningNode(Node):
@@ -362,10 +365,14 @@ class ReasoningNode(Node):
             self._apply_chunk(msg, decide=False)
         if self.state_dir:
             try:
-                if not self.reasoner.wait_reconciled(timeout=30):
-                    self.get_logger().warning("reconciliation still running after 30 s")
-                if self.reasoner.save(self.state_dir):
+                saved = self.reasoner.save_at_stop(self.state_dir, wait_s=RECONCILE_AT_STOP_S)
+                if saved["kv_saved"] or not self.reasoner.primary.is_local:
                     self.get_logger().info(f"saved CSR state to {self.state_dir}")
+                else:
+                    self.get_logger().warning(
+                        f"reconciliation still running after {RECONCILE_AT_STOP_S:g} s: saved CSR state "
+                        f"({saved['chunks']} chunks) to {self.state_dir} without its KV cache; a restart "
+                        "recomputes the prefix")
             except OSError as err:
                 self.get_logger().error(f"could not save state to {self.state_dir}: {err}")
         self.reasoner.close()

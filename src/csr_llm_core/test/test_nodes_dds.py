@@ -67,6 +67,8 @@ def test_aggregator_and_reasoning_nodes_over_dds(tmp_path, catalogue):
                 time.sleep(0.02)
             assert wait_for(lambda: any(d.trigger == Decision.TRIGGER_EVENT for d in decisions), 20)
             time.sleep(1.0)
+            # the KV cache is saved at stop only when no rebuild is pending (else the logical state alone)
+            assert wait_for(lambda: not statuses[-1].reconciling, 90), "reconciliation never ended"
     finally:
         reasoning_rc, reasoning_out = stop(reasoning)
         aggregator_rc, aggregator_out = stop(aggregator)

@@ -101,6 +101,28 @@ def test_warm_restart_restores_the_prefix_and_decides_like_an_uninterrupted_node
     assert after_restart.state_version == uninterrupted.state_version
 
 
+def test_a_stop_during_a_rebuild_saves_the_logical_state_without_waiting_for_it(
+        engines, catalogue, template, tmp_path):
+    reasoner = make(engines, catalogue, template, tmp_path)
+    try:
+        seq = 0
+        while not reasoner.reconciling:
+            feed(reasoner, [seq])
+            reasoner.pump()
+            seq += 1
+        saved = reasoner.save_at_stop(tmp_path / "saved", wait_s=0.0)
+        live = [chunk.seq for chunk in reasoner.state.chunks]
+        assert saved == {"chunks": len(live), "kv_saved": False}
+        assert not (tmp_path / "saved" / "kv_state.bin").exists()
+        snapshot = json.loads((tmp_path / "saved" / "csr_state.json").read_text())   # what a restart reads
+        assert [chunk["seq"] for chunk in snapshot["chunks"]] == live and snapshot["last_seq"] == seq - 1
+        # given the time, the same call waits for the swap and saves the KV cache with the state
+        assert reasoner.save_at_stop(tmp_path / "saved", wait_s=120.0)["kv_saved"] is True
+        assert (tmp_path / "saved" / "kv_state.bin").exists()
+    finally:
+        reasoner.close()
+
+
 def _rewrite_stamp(path, **changes):
     raw = path.read_bytes()
     head = 8 + 16

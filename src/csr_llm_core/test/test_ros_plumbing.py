@@ -136,11 +136,12 @@ def _interrupted(script: str):
     import signal
     import subprocess
     import sys
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout.readline().strip() == "up"
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
-    return proc.returncode, out
+    from csr_llm_core.ros.testing import ChildOutput
+    output = ChildOutput(subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+    assert output.wait_for(lambda text: "up\n" in text, timeout=60), output.finish(timeout=0)[1]
+    output.process.send_signal(signal.SIGINT)
+    return output.finish(timeout=30)
 
 
 HANGING_TEARDOWN = """
@@ -244,16 +245,14 @@ def test_a_stop_during_a_decision_leaves_the_contexts_to_the_process_exit():
     from pathlib import Path
     config = Path(__file__).resolve().parents[3] / "config"
     script = STUCK_DECISION % (config / "intents.yaml", config / "prompt.yaml")
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.strip() == "deciding":
-            break
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
-    out = "".join(lines) + out
-    assert proc.returncode == 0, out
+    from csr_llm_core.ros.testing import ChildOutput
+    output = ChildOutput(subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+    # "deciding" may share its line with a log line the main thread wrote meanwhile (unbuffered output)
+    assert output.wait_for(lambda text: "deciding" in text, timeout=120), output.finish(timeout=0)[1]
+    output.process.send_signal(signal.SIGINT)
+    returncode, out = output.finish(timeout=60)
+    assert returncode == 0, out
     assert "decision thread still busy after 0.5 s" in out and "<- stuck_in_a_decode" in out, out
     assert "the contexts stay open until the process exits: state not saved" in out, out
     assert "engine closed" not in out, out

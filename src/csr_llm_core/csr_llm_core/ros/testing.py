@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Callable, Optional, Sequence, Tuple
 
@@ -45,6 +46,48 @@ def stop_node(process: subprocess.Popen, timeout: float = 30.0) -> Tuple[int, st
     return process.returncode, out or ""
 
 
+class ChildOutput:
+    """A child process's merged output, read line by line in a thread: waiting for a line never blocks
+    past its timeout, even when the child prints nothing more (a hung child fails the test instead
+    of holding the run)."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+        self.lines: list = []
+        self._thread = threading.Thread(target=self._read, name="child-output", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, predicate: Callable[[str], object], timeout: float) -> bool:
+        """True once predicate(everything printed so far) holds; False after timeout or at the
+        child's exit without it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate(self.text()):
+                return True
+            if not self._thread.is_alive():
+                return bool(predicate(self.text()))
+            time.sleep(0.05)
+        return bool(predicate(self.text()))
+
+    def finish(self, timeout: float = 60.0) -> Tuple[int, str]:
+        """(exit code, all output) once the child exits; SIGKILL if it is still running after
+        timeout seconds."""
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._thread.join(timeout=5)
+        return self.process.returncode, self.text()
+
+
 def print_recovery(title: str, recovery: dict) -> None:
     """Measured recovery times, name -> seconds (shown with pytest -s)."""
     print("\n" + title)
@@ -57,7 +100,6 @@ class JointStream:
     normal input while a test injects faults. Use as a context manager."""
 
     def __init__(self, node, joints: Sequence[str], hz: float = 100.0, position: float = 0.1):
-        import threading
         from sensor_msgs.msg import JointState
         from . import qos
         self.pub = node.create_publisher(JointState, "joint_states", qos.COMMANDS)
