@@ -149,6 +149,7 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
         self._primary_idle.set()
         self._stop = threading.Event()
         self._cancel = threading.Event()
+        self._stopping = threading.Event()     # begin_stop: decisions no longer wait for a swap
         self._view_epoch = 0        # set by _set_primary_view
         self._set_primary_view(self.state.tokens(), self.state.version)
         self._primary_last_seq = -1
@@ -427,14 +428,24 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
             time.sleep(0.005)
         return False
 
-    def close(self) -> None:
+    def begin_stop(self) -> None:
+        """The owner is stopping: a decision waiting for a swap at its fixed boundary decides on the
+        current primary instead (a slow rebuild would hold the stop); the rebuild goes on until close."""
+        self._stopping.set()
+
+    def close(self) -> bool:
+        """Stop the background threads; False when one is still busy (inside llama.cpp, perhaps):
+        its engine must then stay open until the process exits."""
         self._stop.set()
+        ended = True
         for thread in (self._warm_thread, self._thread):
             if thread is not None:
                 thread.join(timeout=10)
                 if thread.is_alive():
                     self.log.warning("%s still busy after 10 s: closing without it", thread.name)
+                    ended = False
         self.health.close()
+        return ended
 
 
 def _common_prefix(held: Sequence[int], view: Sequence[int], limit: int) -> int:

@@ -48,6 +48,7 @@ class AsrRebuildMixin:
     _primary_idle: threading.Event
     _stop: threading.Event
     _cancel: threading.Event
+    _stopping: threading.Event
     _primary_last_seq: int
     _decisions_since_evict: int
     _set_primary_view: Callable[[List[int], int], None]
@@ -206,11 +207,11 @@ class AsrRebuildMixin:
             return self._primary_view, len(self._primary_view), self._view_epoch
 
     def _await_rebuild(self) -> None:
-        """Block this decision until the secondary is ready (or its rebuild failed)."""
+        """Block this decision until the secondary is ready (or its rebuild failed, or a stop began)."""
         paused = not self._primary_idle.is_set()
         self._primary_idle.set()                 # a pausing rebuild must not wait for us
         try:
-            while self._ready is None and self._reconciling and not self._stop.is_set():
+            while self._ready is None and self._reconciling and not (self._stop.is_set() or self._stopping.is_set()):
                 time.sleep(0.002)
         finally:
             if paused:

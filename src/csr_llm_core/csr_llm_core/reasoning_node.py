@@ -357,7 +357,9 @@ class ReasoningNode(Node):
         with self._wake:
             self._stopping = True
             self._wake.notify()
+        self.reasoner.begin_stop()
         if not self._join_decision_thread():
+            self.exit_without_teardown = True    # the interpreter's teardown would free them under the call
             return super().destroy_node()
         with self._wake:
             pending, self._chunks = list(self._chunks), deque()
@@ -375,7 +377,9 @@ class ReasoningNode(Node):
                         "recomputes the prefix")
             except OSError as err:
                 self.get_logger().error(f"could not save state to {self.state_dir}: {err}")
-        self.reasoner.close()
+        if not self.reasoner.close():         # a rebuild still inside llama.cpp: its engines stay open
+            self.exit_without_teardown = True
+            return super().destroy_node()
         for engine in self.engines + ([self.fallback] if self.fallback else []):
             engine.close()
         return super().destroy_node()

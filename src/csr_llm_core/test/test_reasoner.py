@@ -123,6 +123,27 @@ def test_a_stop_during_a_rebuild_saves_the_logical_state_without_waiting_for_it(
         reasoner.close()
 
 
+def test_a_decision_at_a_swap_boundary_does_not_wait_for_the_rebuild_once_a_stop_began(
+        engines, catalogue, template, tmp_path):
+    """swap_after_decisions makes a decision wait for the swap; a stop must not (a slow machine's
+    rebuild held a stopping node's decision thread past its join, and the node crashed at exit)."""
+    for engine in engines:       # shared by the module: a context left holding this stream swaps at once
+        engine.clear()
+    reasoner = make(engines, catalogue, template, tmp_path, swap_after_decisions=1)
+    try:
+        primary, seq = reasoner.primary.name, 0
+        while not reasoner.reconciling:
+            feed(reasoner, [seq])
+            reasoner.pump()
+            seq += 1
+        reasoner.begin_stop()
+        decision = reasoner.decide()
+        assert decision.resource == primary and reasoner.status()["swaps"] == 0   # decided without the swap
+        assert decision.result.decision.intent in catalogue
+    finally:
+        assert reasoner.close() is True
+
+
 def _rewrite_stamp(path, **changes):
     raw = path.read_bytes()
     head = 8 + 16
