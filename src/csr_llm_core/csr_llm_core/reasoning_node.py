@@ -36,12 +36,12 @@ from .ros.params import declare_dataclass
 from .ros.spin import take_waiting
 from .ros.stamps import set_stamp, stamp_to_sec
 
-# At stop the decision thread finishes its decision; bounded well inside the runner's and launch's
-# 30 s grace, which still has to cover saving the state and joining the rebuild threads.
-DECISION_JOIN_S = 10.0
+# At stop the decision thread finishes its decision (one took over 10 s on a slow AVX2-only machine);
+# with the steps after it, inside the 22 s destroy_node bound (ros/node.py) under the runner's 30 s grace.
+DECISION_JOIN_S = 16.0
 # then a pending rebuild gets this long to finish before the state is saved without its KV cache
 # (a slow machine's rebuild can take longer than the whole teardown bound)
-RECONCILE_AT_STOP_S = 5.0
+RECONCILE_AT_STOP_S = 3.0
 
 
 class ReasoningNode(Node):

@@ -28,7 +28,7 @@ from rclpy.signals import SignalHandlerOptions
 EXECUTOR_SHUTDOWN_S = 2.0
 SPIN_JOIN_S = 5.0
 # destroy_node (the node's own last steps, then rclpy's); with the two above, under the runner's 30 s
-DESTROY_NODE_S = 20.0
+DESTROY_NODE_S = 22.0
 # A node still tearing down this long after the stop signal prints every thread's stack (then a
 # supervisor's SIGKILL leaves a log that says where it hung); under the runner's 30 s grace.
 TEARDOWN_DUMP_S = 25.0
