@@ -53,6 +53,38 @@ class AsrRebuildMixin:
     _decisions_since_evict: int
     _set_primary_view: Callable[[List[int], int], None]
     _maybe_evict: Callable[[], None]
+    pump: Callable[[], Any]
+
+    def wait_reconciled(self, timeout: float = 60.0) -> bool:
+        """Block until no reconciliation is pending (tests and benchmarks)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._reconciling and self._ready is None:
+                    return True
+            if self._ready is not None:
+                self.pump()
+            time.sleep(0.005)
+        return False
+
+    def begin_stop(self) -> None:
+        """The owner is stopping: a decision waiting for a swap at its fixed boundary decides on the
+        current primary instead (a slow rebuild would hold the stop); the rebuild goes on until close."""
+        self._stopping.set()
+
+    def close(self) -> bool:
+        """Stop the background threads; False when one is still busy (inside llama.cpp, perhaps):
+        its engine must then stay open until the process exits."""
+        self._stop.set()
+        ended = True
+        for thread in (self._warm_thread, self._thread):
+            if thread is not None:
+                thread.join(timeout=10)
+                if thread.is_alive():
+                    self.log.warning("%s still busy after 10 s: closing without it", thread.name)
+                    ended = False
+        self.health.close()
+        return ended
 
     def _start_reconcile(self) -> None:
         """Warm the secondary on the logical state in the background, then swap (holds self._lock)."""
