@@ -45,7 +45,7 @@ from csr_llm_core.ros.stamps import stamp_to_sec
 from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
 
 from .camera_features import CameraFeatures
-from .outputs import task_state
+from .outputs import Command, task_state
 from .params import DEFAULTS, description_defaults, make_config, robot_description
 from .router import Router
 from .router_messages import motor_command_message, router_status_message
@@ -100,6 +100,10 @@ class RouterNode(LifecycleNode):
         self._last_twist_time = 0.0
         self._logged_inactive = False
         self._camera: Optional[CameraFeatures] = None
+        # the newest tick's command and its state time: a simulator hosting this node in its process
+        # (graph `container:`) applies it directly instead of waiting for it over DDS
+        self.last_command: Optional[Command] = None
+        self.last_tick_time = -math.inf
         self._sensors = RouterSensors(lambda: self.router, lambda: self._camera, self._sensor_time, self._now)
 
     # ------------------------------------------------------------------ helpers
@@ -121,6 +125,16 @@ class RouterNode(LifecycleNode):
         """On the way out: zero effort while the context is still valid."""
         if self._active:
             self.trigger_deactivate()
+
+    @property
+    def control_active(self) -> bool:
+        """Whether the control loop runs (the node is active)."""
+        return self._active
+
+    @property
+    def last_decision_id(self) -> int:
+        """The newest decision id received (-1: none yet)."""
+        return self._last_decision_id
 
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state: State) -> TransitionCallbackReturn:
@@ -289,6 +303,7 @@ class RouterNode(LifecycleNode):
             now = self._now() if state_time is None else state_time
             self._last_tick = time.monotonic()
             cmd = r.tick(now)
+            self.last_command, self.last_tick_time = cmd, now
             self._effort_msg.data = cmd.effort.tolist()
             self._pubs["effort"].publish(self._effort_msg)
             if self._stamp_with_state:
@@ -369,6 +384,10 @@ class RouterNode(LifecycleNode):
         # said at once: a lockstepped simulator or player holds the next state until the router has it
         self._last_decision_id = max(self._last_decision_id, int(msg.decision_id))
         self._on_status()
+
+
+# what a container process builds when the graph runs this node in another node's process
+COMPONENT = RouterNode
 
 
 def _executor(node: RouterNode) -> Executor:

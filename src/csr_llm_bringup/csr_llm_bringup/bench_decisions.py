@@ -55,8 +55,8 @@ def run_scenario(name: str, runs_dir: Path, overrides: Sequence[str] = (), pytho
            "--set", f"simulator.scenario={name}", "--set", "simulator.exit_at_end=true",
            "--set", "recorder.status_period=0.0",
            "--set", f"reasoning.archive_path={(runs_dir / 'csr_archive.jsonl').resolve()}"]
-    for text in overrides:
-        cmd += ["--set", text]
+    for text in overrides:       # node.param=value, or a flag of `csr-llm run` (--separate-processes)
+        cmd += [text] if text.startswith("--") else ["--set", text]
     env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     log = runs_dir / "runner.log"
     start = time.monotonic()

@@ -27,20 +27,26 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .bench_decisions import run_scenario
 
-# The baseline (first) is the sim profile as it was before the lockstep rebuild fixes: the head
-# rebuilt cold at the first eviction and the swap two decisions after it; then the shipped profile.
-DEFAULT_VARIANTS = ("cold_head_swap2=reasoning.warm_head=false,reasoning.swap_after_decisions=2", "shipped=")
+# The baseline (first) is the sim profile with every node in its own process (the router's tick a
+# DDS round trip); then the shipped profile (the router hosted in the simulator's process). The
+# earlier baseline, the head rebuilt cold and the swap two decisions after an eviction, is
+# "cold_head_swap2=reasoning.warm_head=false,reasoning.swap_after_decisions=2".
+SEPARATE_FLAG = "--separate-processes"
+DEFAULT_VARIANTS = (f"separate_processes={SEPARATE_FLAG}", "shipped=")
 DECISION_PHASES = ("decision lockstep", "event decisions")
 
 
 def parse_variant(text: str) -> Tuple[str, List[str]]:
-    """"name=node.param=value,node.param=value" (or "name=" for no override) -> (name, overrides)."""
+    """"name=node.param=value,node.param=value" (or "name=" for no override; an item may be
+    --separate-processes) -> (name, overrides)."""
     name, sep, rest = text.partition("=")
     name = name.strip()
     if not sep or not name:
         raise ValueError(f"variant {text!r}: write NAME=node.param=value[,node.param=value] (or NAME=)")
     overrides = [item.strip() for item in rest.split(",") if item.strip()]
     for item in overrides:
+        if item == SEPARATE_FLAG:
+            continue
         node_param, eq, _value = item.partition("=")
         if not eq or "." not in node_param:
             raise ValueError(f"variant {name!r}: override {item!r} is not node.param=value")

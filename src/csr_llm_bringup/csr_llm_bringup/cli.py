@@ -38,10 +38,14 @@ def cmd_run(args) -> int:
     run_dir = new_run_dir(Path(args.runs_dir))
     if any(spec.name == "recorder" for spec in profile_nodes):
         overrides.setdefault("recorder", {}).setdefault("run_dir", str(run_dir.resolve()))
-    profile = load_profile(args.profile, overrides)
+    profile = load_profile(args.profile, overrides, separate_processes=args.separate_processes)
     for name in args.restart or []:
         if name not in {spec.name for spec in profile.nodes}:
             print(f"[runner] --restart {name}: no such node in profile {profile.name}", file=sys.stderr)
+            return 2
+        if profile.node(name).container:
+            print(f"[runner] --restart {name}: it runs in {profile.node(name).container}'s process "
+                  f"(add --separate-processes)", file=sys.stderr)
             return 2
         profile.node(name).restart = True
     runner = GraphRunner(profile, run_dir / "params", log_dir=run_dir, grace_s=args.grace)
@@ -101,6 +105,8 @@ def main(argv=None) -> int:
     run.add_argument("--grace", type=float, default=30.0, help="seconds nodes get to stop before SIGTERM")
     run.add_argument("--restart", action="append", metavar="NODE",
                      help="restart this node when it crashes (with back-off; repeatable)")
+    run.add_argument("--separate-processes", action="store_true",
+                     help="every node in a process of its own (ignore the profile's `container:` entries)")
     run.set_defaults(func=cmd_run)
     rep = sub.add_parser("replay", help="replay a bag into the nodes under test, record and compare outputs")
     rep.add_argument("bag", help="rosbag2 folder, .db3 or .mcap")

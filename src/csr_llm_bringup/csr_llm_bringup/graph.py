@@ -3,7 +3,10 @@
 A profile (config/<profile>.yaml) lists the nodes; each node names its package and executable, an
 optional namespace and remaps, whether it is a lifecycle node, the ROS 2 parameter files it loads
 (sections `/**` and `<node name>` are used, as ros2 does) and inline parameter overrides. The
-profile's `use_sim_time` is set on every node. Plain module: no rclpy, no launch.
+profile's `use_sim_time` is set on every node. A node with `container: <other node>` runs inside
+that node's process (manual composition, as ROS 2 component containers do; only hosts that know
+how to host it accept one: the simulator hosts the router); `separate_processes` ignores every
+`container`. Plain module: no rclpy, no launch.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ class NodeSpec:
     parameters: Dict[str, Any] = field(default_factory=dict)   # merged: files, then overrides
     remappings: List[Tuple[str, str]] = field(default_factory=list)
     parameter_files: List[str] = field(default_factory=list)
+    container: str = ""             # the node whose process runs this one ("" = a process of its own)
 
     @property
     def full_name(self) -> str:
@@ -53,6 +57,15 @@ class Profile:
             if spec.name == name:
                 return spec
         raise KeyError(name)
+
+    @property
+    def processes(self) -> List[NodeSpec]:
+        """The nodes that get a process of their own (every node not hosted in a container)."""
+        return [spec for spec in self.nodes if not spec.container]
+
+    def hosted_by(self, name: str) -> List[NodeSpec]:
+        """The nodes that run inside node `name`'s process."""
+        return [spec for spec in self.nodes if spec.container == name]
 
 
 def profile_path(profile: Union[str, Path]) -> Path:
@@ -115,8 +128,10 @@ def read_parameter_file(path: Path, node: NodeSpec) -> Dict[str, Any]:
     return merged
 
 
-def load_profile(profile: Union[str, Path], overrides: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Profile:
-    """Read a profile; `overrides` = {node name: {parameter: value}} applied last."""
+def load_profile(profile: Union[str, Path], overrides: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                 separate_processes: bool = False) -> Profile:
+    """Read a profile; `overrides` = {node name: {parameter: value}} applied last; with
+    `separate_processes` every node gets its own process (`container` entries are ignored)."""
     path = profile_path(profile)
     try:
         data = yaml.safe_load(path.read_text())
@@ -136,7 +151,8 @@ def load_profile(profile: Union[str, Path], overrides: Optional[Mapping[str, Map
                             ends_run=bool(entry.get("ends_run", False)),
                             restart=bool(entry.get("restart", False)),
                             parameter_files=[str(f) for f in entry.get("parameter_files", [])],
-                            remappings=[(str(a), str(b)) for a, b in (entry.get("remappings") or {}).items()])
+                            remappings=[(str(a), str(b)) for a, b in (entry.get("remappings") or {}).items()],
+                            container="" if separate_processes else str(entry.get("container", "") or ""))
         except (KeyError, TypeError, AttributeError) as err:
             raise ProfileError(f"{path}: node entry {entry!r} needs name, package, executable ({err})") from err
         if spec.full_name in seen:
@@ -153,8 +169,24 @@ def load_profile(profile: Union[str, Path], overrides: Optional[Mapping[str, Map
         params["use_sim_time"] = use_sim_time
         spec.parameters = params
         nodes.append(spec)
+    _check_containers(path, nodes)
     settings = {k: v for k, v in data.items() if k not in ("nodes", "use_sim_time", "namespace")}
     return Profile(path.stem, path, use_sim_time, nodes, settings)
+
+
+def _check_containers(path: Path, nodes: List[NodeSpec]) -> None:
+    by_name = {spec.name: spec for spec in nodes}
+    for spec in nodes:
+        if not spec.container:
+            continue
+        host = by_name.get(spec.container)
+        if host is None or host is spec:
+            raise ProfileError(f"{path}: node {spec.name!r} names container {spec.container!r}, "
+                               f"which is not another node of the profile")
+        if host.container:
+            raise ProfileError(f"{path}: node {spec.name!r}'s container {host.name!r} runs in a container itself")
+        if spec.namespace != host.namespace:
+            raise ProfileError(f"{path}: node {spec.name!r} and its container {host.name!r} need the same namespace")
 
 
 def _resolve_file_parameters(params: Dict[str, Any], base: Path) -> None:

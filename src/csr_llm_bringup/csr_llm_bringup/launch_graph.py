@@ -1,15 +1,20 @@
 """Launch descriptions built from a profile (for machines with `ros2 launch`).
 
+A node hosted in another's process (`container:`) has no action of its own: its parameters go to a
+params file named in the container's `--component` argument, as the runner does.
+
 `node_actions_kwargs` is plain (no launch import) so the equivalence with the runner can be
 tested where launch is not installed; `generate_launch_description` wraps it in launch_ros
 actions, resolving the `params_file`, `namespace` and `use_sim_time` arguments at launch time.
 """
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .graph import load_profile
-from .runner import RESTART_DELAY_S, STOP_GRACE_S
+from .runner import RESTART_DELAY_S, STOP_GRACE_S, component_argument, write_params_file
 
 
 def _as_bool(value: Any) -> bool:
@@ -21,13 +26,24 @@ def node_actions_kwargs(profile: str, params_file: str = "", namespace: str = ""
     """Keyword arguments of one launch_ros Node/LifecycleNode per profile node."""
     loaded = load_profile(profile)
     out = []
-    for spec in loaded.nodes:
+
+    def parameters_of(spec) -> Dict[str, Any]:
         parameters: Dict[str, Any] = dict(spec.parameters)
         if use_sim_time not in (None, ""):
             parameters["use_sim_time"] = _as_bool(use_sim_time)
         if spec.lifecycle and activate_router != "":
             parameters["autostart"] = _as_bool(activate_router)
+        return parameters
+
+    for spec in loaded.processes:
+        parameters = parameters_of(spec)
+        arguments: List[str] = []
+        for hosted in loaded.hosted_by(spec.name):     # it activates itself (its autostart): no launch events
+            hosted.parameters = parameters_of(hosted)
+            folder = Path(tempfile.mkdtemp(prefix="csr_llm_launch_"))
+            arguments += ["--component", component_argument(hosted, write_params_file(hosted, folder))]
         kwargs = {"package": spec.package, "executable": spec.executable, "name": spec.name,
+                  "arguments": arguments,
                   "namespace": (namespace or spec.namespace).strip("/"),
                   "parameters": [parameters] + ([params_file] if params_file else []),
                   "remappings": list(spec.remappings), "output": "screen", "lifecycle": spec.lifecycle,

@@ -9,7 +9,9 @@ Fast DDS is limited to UDP on loopback for the children, so no shared-memory seg
 them. A node that exits on its own while the graph runs makes the run fail (exit code 1), unless
 the profile marks it `ends_run` and it exits with 0 (e.g. the simulator at the end of a scenario),
 or marks it `restart` (or `csr-llm run --restart NAME`): then a crash is reported and the node is
-started again after a back-off (1, 2, 4 ... s), at most MAX_RESTARTS times per run.
+started again after a back-off (1, 2, 4 ... s), at most MAX_RESTARTS times per run. A node with a
+`container` gets no process: its params file goes to the container's process as
+`--component PACKAGE/EXECUTABLE/NAME=PARAMS_FILE` (before `--ros-args`), which builds it there.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Dict, List, Optional, TextIO, Tuple
+from typing import Dict, List, Optional, Sequence, TextIO, Tuple
 
 import yaml
 
@@ -51,10 +53,18 @@ def resolve_entry_point(package: str, executable: str) -> tuple:
     raise LaunchError(f"package {package!r} has no executable {executable!r} (is it installed? run `make setup`)")
 
 
-def node_command(spec: NodeSpec, params_file: Path, python: str = sys.executable) -> List[str]:
+def component_argument(spec: NodeSpec, params_file: Path) -> str:
+    """How a container process is told to build the hosted node `spec` (see sim/hosting.py)."""
+    return f"{spec.package}/{spec.executable}/{spec.name}={params_file}"
+
+
+def node_command(spec: NodeSpec, params_file: Path, python: str = sys.executable,
+                 components: Sequence[str] = ()) -> List[str]:
     module, func = resolve_entry_point(spec.package, spec.executable)
-    argv = [python, "-c", f"import sys; from {module} import {func}; sys.exit({func}())",
-            "--ros-args", "-r", f"__node:={spec.name}", "--params-file", str(params_file)]
+    argv = [python, "-c", f"import sys; from {module} import {func}; sys.exit({func}())"]
+    for component in components:
+        argv += ["--component", component]
+    argv += ["--ros-args", "-r", f"__node:={spec.name}", "--params-file", str(params_file)]
     if spec.namespace.strip("/"):
         argv += ["-r", f"__ns:=/{spec.namespace.strip('/')}"]
     for source, target in spec.remappings:
@@ -127,11 +137,17 @@ class GraphRunner:
 
     def start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        plans = [(spec, node_command(spec, write_params_file(spec, self.work_dir))) for spec in self.profile.nodes]
+        plans = []
+        for spec in self.profile.processes:
+            components = [component_argument(hosted, write_params_file(hosted, self.work_dir))
+                          for hosted in self.profile.hosted_by(spec.name)]
+            plans.append((spec, node_command(spec, write_params_file(spec, self.work_dir), components=components)))
         for spec, argv in plans:
             process, reader = self._spawn(spec, argv)
             self.children.append(_Child(spec, argv, process, reader))
-            self._emit("runner", f"started {spec.full_name} ({spec.package}/{spec.executable}, pid {process.pid})")
+            hosted = "".join(f", hosting {h.full_name}" for h in self.profile.hosted_by(spec.name))
+            self._emit("runner", f"started {spec.full_name} ({spec.package}/{spec.executable}{hosted}, "
+                                 f"pid {process.pid})")
 
     def _crashed(self, child: _Child, code: int) -> bool:
         """Schedule a restart of a crashed `restart` node; False when the run must stop instead."""

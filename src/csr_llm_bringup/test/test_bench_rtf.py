@@ -13,7 +13,8 @@ def test_variants_parse_and_bad_ones_say_what_to_write():
     assert parse_variant("shipped=") == ("shipped", [])
     assert parse_variant("swap2=reasoning.swap_after_decisions=2, reasoning.warm_head=false") == \
         ("swap2", ["reasoning.swap_after_decisions=2", "reasoning.warm_head=false"])
-    assert [parse_variant(v)[0] for v in DEFAULT_VARIANTS] == ["cold_head_swap2", "shipped"]
+    assert [parse_variant(v) for v in DEFAULT_VARIANTS] == [("separate_processes", ["--separate-processes"]),
+                                                           ("shipped", [])]
     for bad in ("noequals", "=reasoning.x=1", "v=swap_after_decisions=2", "v=reasoning.x"):
         with pytest.raises(ValueError, match="node.param=value"):
             parse_variant(bad)

@@ -7,7 +7,7 @@ import yaml
 
 from csr_llm_bringup.graph import ProfileError, load_profile, parse_override
 from csr_llm_bringup.launch_graph import generate_launch_description
-from csr_llm_bringup.runner import node_command, resolve_entry_point, write_params_file
+from csr_llm_bringup.runner import component_argument, node_command, resolve_entry_point, write_params_file
 
 
 class _Recorded:
@@ -62,6 +62,17 @@ def launch_nodes(fake_launch, profile, **configurations):
     return opaque.kwargs["function"](context)
 
 
+def hosted_parameters(arguments):
+    """{PACKAGE/EXECUTABLE/NAME: its parameters} from the --component arguments before --ros-args."""
+    arguments = list(arguments)[:list(arguments).index("--ros-args")] if "--ros-args" in arguments else arguments
+    out = {}
+    for flag, value in zip(arguments, arguments[1:]):
+        if flag == "--component":
+            target, _, path = value.partition("=")
+            out[target] = yaml.safe_load(open(path))["/**"]["ros__parameters"]
+    return out
+
+
 def parse_runner_command(argv):
     ros_args = argv[argv.index("--ros-args") + 1:]
     remaps, params_file = [], None
@@ -77,12 +88,16 @@ def parse_runner_command(argv):
 def test_launch_and_runner_derive_the_same_nodes_parameters_and_remaps(fake_launch, tmp_path, profile):
     actions = [a for a in launch_nodes(fake_launch, profile) if type(a).__name__ != "RegisterEventHandler"]
     loaded = load_profile(profile)
-    assert len(actions) == len(loaded.nodes)
-    for action, spec in zip(actions, loaded.nodes):
+    assert len(actions) == len(loaded.processes)
+    for action, spec in zip(actions, loaded.processes):
         kwargs = action.kwargs
         assert type(action).__name__ == ("LifecycleNode" if spec.lifecycle else "Node")
         assert callable(kwargs["on_exit"])                 # every node's exit is handled (see below)
-        remaps, params_file = parse_runner_command(node_command(spec, write_params_file(spec, tmp_path)))
+        components = [component_argument(h, write_params_file(h, tmp_path)) for h in loaded.hosted_by(spec.name)]
+        argv = node_command(spec, write_params_file(spec, tmp_path), components=components)
+        # the nodes hosted in its process get the same parameters (a hosted router activates itself)
+        assert hosted_parameters(kwargs["arguments"]) == hosted_parameters(argv)
+        remaps, params_file = parse_runner_command(argv)
         runner_params = yaml.safe_load(open(params_file))["/**"]["ros__parameters"]
         if spec.lifecycle and runner_params.get("autostart"):
             runner_params["autostart"] = False             # under launch, launch brings it up (below)
@@ -116,10 +131,10 @@ def test_node_exits_end_the_launch_once_and_never_during_shutdown(fake_launch):
     actions = {a.kwargs["name"]: a for a in launch_nodes(fake_launch, "sim") if "name" in a.kwargs}
     exited = types.SimpleNamespace
 
-    # Ctrl-C: launch is shutting down, the simulator (ends_run) exits 0 and the router -2: no second Shutdown
+    # Ctrl-C: launch is shutting down, the simulator (ends_run) exits 0 and the aggregator -2: no second Shutdown
     context = StrictLaunchContext()
     context.is_shutdown = True
-    for name, code in (("simulator", 0), ("action_router", -2), ("reasoning", 0)):
+    for name, code in (("simulator", 0), ("aggregator", -2), ("reasoning", 0)):
         assert context.emit(actions[name].kwargs["on_exit"](exited(returncode=code), context)) == []
 
     # the scenario ends: the simulator's clean exit ends the run, once; the others' exits then add nothing
@@ -169,7 +184,7 @@ class VolatileLifecycle:
 
 def test_launch_brings_the_router_up_so_that_no_transition_event_is_missed(fake_launch):
     from lifecycle_msgs.msg import Transition
-    actions = launch_nodes(fake_launch, "sim")
+    actions = launch_nodes(fake_launch, "robot", activate_router="true")
     (router,) = [a for a in actions if type(a).__name__ == "LifecycleNode"]
     handlers = [a.args[0] if a.args else a.kwargs["event_handler"] for a in actions
                 if type(a).__name__ == "RegisterEventHandler"]

@@ -199,6 +199,11 @@ def test_decision_handover_holds_the_next_state_until_the_router_has_every_decis
     assert handover.wait() == pytest.approx(0.5) and handover.timeouts == 1 and len(waited) == 5
     handover.on_router_status(3)
     assert not handover.pending()
+    # a hosted router is spun in the wait (idle), and reports the decision it then holds
+    handover.on_decision(4)
+    spun = []
+    assert handover.wait(idle=lambda t: spun.append(t) or handover.on_router_status(4)) == 0.0
+    assert spun == [0.002] and not handover.pending()
 
 
 def test_the_control_lockstep_starts_only_once_the_router_reported_active():

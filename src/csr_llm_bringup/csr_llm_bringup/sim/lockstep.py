@@ -135,8 +135,9 @@ class DecisionHandover:
             self.event.clear()
         return self.router_reports
 
-    def wait(self, stop: Optional[threading.Event] = None) -> float:
-        """Block until the router holds every decision seen (or `timeout`: counted); wall s waited."""
+    def wait(self, stop: Optional[threading.Event] = None, idle: Optional[Callable[[float], None]] = None) -> float:
+        """Block until the router holds every decision seen (or `timeout`: counted); wall s waited.
+        `idle(timeout)` replaces the sleep between checks (a hosted router is spun there)."""
         if not self.pending():
             return 0.0
         start = self._wall()
@@ -144,6 +145,9 @@ class DecisionHandover:
             if self._wall() - start >= self.timeout:
                 self.timeouts += 1
                 break
+            if idle is not None:
+                idle(0.002)
+                continue
             self.event.wait(0.002)
             self.event.clear()
         return self._wall() - start

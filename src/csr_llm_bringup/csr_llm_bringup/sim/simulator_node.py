@@ -18,6 +18,10 @@ each period boundary until a decision stamped at or after the boundary minus
 ``lockstep_decision_lag`` arrives (or ``lockstep_timeout`` wall seconds pass), and it announces
 scenario events on `events` only mid-period (a fired event waits up to one period, then for its
 decision), so a run and its replay see the same chunk stream. The node never uses its own ROS clock (it is the clock).
+
+Hosting (``--component action_router/router_node/NAME=PARAMS_FILE``, graph ``container: simulator``):
+the router node runs in this process and its callbacks run in the physics thread (hosting.py):
+each joint state is ticked there and its command applied directly, without the DDS round trip.
 """
 from __future__ import annotations
 
@@ -43,11 +47,11 @@ from csr_llm_core.faults import FaultLog
 from csr_llm_core.ros import qos
 from csr_llm_core.paths import expand_path
 from csr_llm_core.robot_description import load_robot_description
-from csr_llm_core.ros.node import run_node
 from csr_llm_core.ros.params import declare_dataclass
 from csr_llm_core.ros.stamps import NS_PER_S, sec_to_ns, stamp_to_sec
 
 from ..paths import config_dir
+from .hosting import HostedRouter, run_hosting_router
 from .lockstep import DecisionHandover, Lockstep, Pacer, WallProfile
 from .robot_model import JOINTS
 from .scenario import ExpectationFeed, ScenarioError, load_scenario
@@ -66,8 +70,9 @@ def _every(hz: float, dt: float) -> int:
 
 
 class SimulatorNode(Node):
-    def __init__(self, **kwargs):
+    def __init__(self, hosted_router: Optional[HostedRouter] = None, **kwargs):
         super().__init__("simulator", **kwargs)
+        self.hosted = hosted_router
         if self.get_parameter("use_sim_time").value:
             # this node is the clock: following its own /clock would only add a 1 kHz callback
             self.set_parameters([Parameter("use_sim_time", Parameter.Type.BOOL, False)])
@@ -153,13 +158,15 @@ class SimulatorNode(Node):
         self.msg_truth = String()
 
         # ------------------------------------------------------------- subscriptions
-        self.create_subscription(Float64MultiArray, f"{controller}/commands", self._on_effort, RELIABLE)
-        self.create_subscription(Twist, "cmd_vel", self._on_cmd_vel, RELIABLE)
+        if self.hosted is None:      # hosted: the router's command is applied on its tick
+            self.create_subscription(Float64MultiArray, f"{controller}/commands", self._on_effort, RELIABLE)
+            self.create_subscription(Twist, "cmd_vel", self._on_cmd_vel, RELIABLE)
         self.create_subscription(Decision, "decision", self._on_decision, RELIABLE)
         if self.lockstep.enabled:
             self.create_subscription(CsrStatus, "csr_status", self._on_csr_status, 10)
-        if self.control_lockstep_timeout > 0:
+        if self.control_lockstep_timeout > 0 and self.hosted is None:
             self.create_subscription(MotorCommand, "motor_command", self._on_motor_command, RELIABLE)
+        if self.control_lockstep_timeout > 0:
             self.create_subscription(RouterStatus, "router_status",
                                      lambda m: self.handover.on_router_status(m.last_decision_id),
                                      qos.ROUTER_STATUS)
@@ -167,14 +174,17 @@ class SimulatorNode(Node):
         self.get_logger().info(
             f"simulator: scenario={scenario.name if scenario else 'none'}, real_time_factor={self.rtf}, "
             f"dt={dt}, lockstep_decision_period={lock_period} (lag {cfg.lockstep_decision_lag:g} s), "
-            f"commands on {controller}/commands, "
+            f"commands on {controller}/commands"
+            f"{f' (router {self.hosted.name} hosted in this process)' if self.hosted else ''}, "
             f"handle at {tuple(round(v, 3) for v in self.sim.handle_pos)}")
         self._thread = threading.Thread(target=self._run, name="sim-physics", daemon=True)
         self._thread.start()
 
     # ------------------------------------------------------------------ callbacks
     def _on_effort(self, msg: Float64MultiArray) -> None:
-        data = msg.data
+        self._take_efforts(msg.data)
+
+    def _take_efforts(self, data) -> None:
         if len(data) != len(JOINTS):
             self.faults.record("effort_length", f"effort command with {len(data)} values, expected "
                                f"{len(JOINTS)} ({', '.join(self.joints)}): ignored, previous efforts kept")
@@ -186,7 +196,10 @@ class SimulatorNode(Node):
         self._pending_effort = arr   # reference swap: the physics thread picks it up next step
 
     def _on_cmd_vel(self, msg: Twist) -> None:
-        fault = self.sim.set_cmd_vel(msg.linear.x, msg.angular.z)
+        self._take_twist(msg.linear.x, msg.angular.z)
+
+    def _take_twist(self, vx: float, wz: float) -> None:
+        fault = self.sim.set_cmd_vel(vx, wz)
         if fault is not None:
             self.faults.record(fault, "cmd_vel with a non-finite value: ignored")
 
@@ -194,8 +207,25 @@ class SimulatorNode(Node):
         self._command_stamp = max(self._command_stamp, stamp_to_sec(msg.header.stamp))
         self._command_event.set()
 
+    def _idle(self, event: threading.Event, timeout: float) -> None:
+        """A wait in the physics thread: the hosted router's callbacks run meanwhile."""
+        if self.hosted is not None:
+            return self.hosted.spin(timeout)
+        event.wait(timeout)
+        event.clear()
+
     def _wait_for_command(self, t: float) -> None:
         """Control lockstep: once a router reported active, wait for its tick at time t."""
+        if self.hosted is not None:     # its tick of the state at t, applied at once
+            if self.hosted.active:
+                self.control_waits += 1
+                command = self.hosted.tick(t, self.control_lockstep_timeout, self.stop_event)
+                if command is None:
+                    self.control_timeouts += 1
+                    return
+                self._take_efforts(command.effort)
+                self._take_twist(command.base_vx, command.base_wz)
+            return
         if not self.handover.router_reports:
             return
         self.control_waits += 1
@@ -225,16 +255,14 @@ class SimulatorNode(Node):
         deadline = time.monotonic() + self.lockstep.timeout
         while self._event_decisions < self._events_announced and not self.stop_event.is_set() \
                 and time.monotonic() < deadline:
-            self.lockstep.event.wait(0.005)
-            self.lockstep.event.clear()
+            self._idle(self.lockstep.event, 0.005)
 
     def _wait_last_decisions(self, steps: int) -> None:
         """At the end of a lagged run, the decisions still being computed (up to the lockstep timeout)."""
         deadline = time.monotonic() + self.lockstep.timeout
         while not self.lockstep.decided_before(steps) and not self.stop_event.is_set() \
                 and time.monotonic() < deadline:
-            self.lockstep.event.wait(0.005)
-            self.lockstep.event.clear()
+            self._idle(self.lockstep.event, 0.005)
 
     # ------------------------------------------------------------------ physics thread
     def _set_stamp(self) -> None:
@@ -263,7 +291,9 @@ class SimulatorNode(Node):
                 return
             time.sleep(0.05)
         time.sleep(0.5)     # let the new subscriptions' discovery settle on both sides
-        if self.control_lockstep_timeout > 0 and not self.handover.wait_for_router(
+        if self.hosted is not None:
+            self.hosted.report_to(self.handover, self.get_logger())
+        elif self.control_lockstep_timeout > 0 and not self.handover.wait_for_router(
                 max(0.0, deadline - time.monotonic()), self.stop_event):
             self.get_logger().warning(f"no router_status within {self.start_timeout:g} s: starting without "
                                       f"control lockstep until a router reports")
@@ -299,8 +329,7 @@ class SimulatorNode(Node):
                     if now - paused_since > 1.0 and now - last_state_wall > 1.0:
                         last_state_wall = now
                         sensors.publish_state()
-                lock.event.wait(0.005)
-                lock.event.clear()
+                self._idle(lock.event, 0.005)
                 pacer.reset(sim.time)
                 profile.add("decision lockstep", mark)
                 continue
@@ -323,7 +352,8 @@ class SimulatorNode(Node):
             if js_due:
                 if self.control_lockstep_timeout > 0 and lock.enabled:
                     mark = profile.now()
-                    self.handover.wait(stop)       # the router holds every decision before the state
+                    # the router holds every decision before the state
+                    self.handover.wait(stop, None if self.hosted is None else self.hosted.idle_for(self.handover))
                     profile.add("decision handover", mark)
                 sensors.publish_joint_states()      # before the clock: a tick at t sees the state at t
             if k % e_clock == 0 or at_boundary or (js_due and self.control_lockstep_timeout > 0):
@@ -394,6 +424,8 @@ class SimulatorNode(Node):
         self.lockstep.event.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5.0)
+        if self.hosted is not None and not self._thread.is_alive():
+            self.hosted.close()      # after the physics thread: it spins the router's executor
         lock = self.lockstep
         self.get_logger().info(
             f"simulator stopped at t={self.sim.time:.3f} s sim; lockstep waits={lock.waits}, "
@@ -404,7 +436,7 @@ class SimulatorNode(Node):
 
 
 def main(args=None) -> int:
-    return run_node(SimulatorNode, args=args)
+    return run_hosting_router(SimulatorNode, args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,66 @@
+"""Manual composition: a profile's `container:` entries, the runner's --component arguments and
+their parsing in the host. The hosted router's closed loop runs in test_closed_loop.py (sim profile)
+and its commands are checked against a router in its own process by test_golden_replay.py (the
+golden bag is recorded hosted, replayed with the replay profile's separate router)."""
+from pathlib import Path
+
+import pytest
+import yaml
+
+from csr_llm_bringup.graph import ProfileError, load_profile
+from csr_llm_bringup.runner import component_argument, node_command, write_params_file
+from csr_llm_bringup.sim.hosting import ComponentSpec, HostedRouter, namespace_of, parse_components
+
+
+def test_the_sim_profile_runs_the_router_in_the_simulators_process(tmp_path):
+    profile = load_profile("sim")
+    assert profile.node("action_router").container == "simulator"
+    assert [s.name for s in profile.hosted_by("simulator")] == ["action_router"]
+    assert "action_router" not in [s.name for s in profile.processes]
+    separate = load_profile("sim", separate_processes=True)
+    assert [s.name for s in separate.processes] == [s.name for s in separate.nodes]
+    # the runner hands the router's own params file to the simulator's process, before --ros-args
+    router = profile.node("action_router")
+    argv = node_command(profile.node("simulator"), write_params_file(profile.node("simulator"), tmp_path),
+                        components=[component_argument(router, write_params_file(router, tmp_path))])
+    (component,) = parse_components(argv[2:])
+    assert argv.index("--component") < argv.index("--ros-args")
+    assert (component.package, component.executable, component.name) == ("action_router", "router_node",
+                                                                          "action_router")
+    params = yaml.safe_load(component.params_file.read_text())["/**"]["ros__parameters"]
+    assert params["tick_source"] == "joint_states" and params["use_sim_time"] is True
+
+
+def test_component_arguments_and_bad_ones_are_clear_errors():
+    assert parse_components(["--component", "a/b/c=/x.yaml", "--ros-args", "--component", "ignored"]) == \
+        [ComponentSpec("a", "b", "c", Path("/x.yaml"))]
+    assert parse_components(["--ros-args", "-r", "__node:=simulator"]) == []
+    for bad in (["--component"], ["--component", "a/b=/x.yaml"], ["--component", "a/b/c"],
+                ["--component", "a//c=/x.yaml"]):
+        with pytest.raises(ValueError, match="PACKAGE/EXECUTABLE/NAME=PARAMS_FILE"):
+            parse_components(bad)
+    assert namespace_of(["--ros-args", "-r", "__node:=simulator", "-r", "__ns:=/robot7"]) == "/robot7"
+    assert namespace_of(["--ros-args"]) == "/"
+    with pytest.raises(ValueError, match="hosts the router"):
+        HostedRouter(ComponentSpec("csr_llm_core", "aggregator_node", "aggregator", Path("/x.yaml")))
+
+
+def _profile(tmp_path, nodes):
+    path = tmp_path / "graph.yaml"
+    path.write_text(yaml.safe_dump({"nodes": nodes}))
+    return path
+
+
+def test_containers_must_name_another_top_level_node_in_the_same_namespace(tmp_path):
+    sim = {"name": "simulator", "package": "csr_llm_bringup", "executable": "simulator_node"}
+    router = {"name": "action_router", "package": "action_router", "executable": "router_node"}
+    with pytest.raises(ProfileError, match="container 'nope', which is not another node"):
+        load_profile(_profile(tmp_path, [sim, dict(router, container="nope")]))
+    with pytest.raises(ProfileError, match="not another node"):
+        load_profile(_profile(tmp_path, [sim, dict(router, container="action_router")]))
+    with pytest.raises(ProfileError, match="runs in a container itself"):
+        load_profile(_profile(tmp_path, [dict(sim, container="action_router"), dict(router, container="simulator")]))
+    with pytest.raises(ProfileError, match="same namespace"):
+        load_profile(_profile(tmp_path, [sim, dict(router, container="simulator", namespace="robot7")]))
+    loaded = load_profile(_profile(tmp_path, [sim, dict(router, container="simulator")]))
+    assert [s.name for s in loaded.processes] == ["simulator"]
