@@ -386,10 +386,6 @@ class RouterNode(LifecycleNode):
         self._on_status()
 
 
-# what a container process builds when the graph runs this node in another node's process
-COMPONENT = RouterNode
-
-
 def _executor(node: RouterNode) -> Executor:
     # Python callbacks share the GIL, so extra executor threads add dispatch cost, not parallelism;
     # the control timer keeps its own callback group either way.

@@ -13,18 +13,17 @@ stays reproducible. The router's topics still go out (recorder, aggregator, a re
 """
 from __future__ import annotations
 
-import importlib
 import sys
 import threading
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
 from rclpy.executors import SingleThreadedExecutor
 
 from action_router.outputs import Command
+from action_router.router_node import RouterNode
 from csr_llm_core.ros.node import run_node
 
 ROUTER_COMPONENT = ("action_router", "router_node")      # the only node the simulator hosts
@@ -57,17 +56,6 @@ def parse_components(argv: Sequence[str]) -> List[ComponentSpec]:
     return out
 
 
-def _component_class(spec: ComponentSpec):
-    for entry in metadata.entry_points(group="console_scripts"):
-        if entry.name == spec.executable and entry.value.split(".")[0].split(":")[0] == spec.package:
-            module = importlib.import_module(entry.value.partition(":")[0].strip())
-            component = getattr(module, "COMPONENT", None)
-            if component is None:
-                break
-            return component
-    raise ValueError(f"{spec.package}/{spec.executable} cannot run inside another process (no COMPONENT node class)")
-
-
 class HostedRouter:
     """The router node and its executor, spun only by the caller's thread."""
 
@@ -79,15 +67,14 @@ class HostedRouter:
         if namespace.strip("/"):
             cli_args += ["-r", f"__ns:=/{namespace.strip('/')}"]
         # its own arguments only: the simulator's (its name, its params file) must not reach it
-        self.node = _component_class(spec)(cli_args=cli_args, use_global_arguments=False)
+        self.node = RouterNode(cli_args=cli_args, use_global_arguments=False)
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.node)
         self.name = spec.name
 
-    def start(self) -> bool:
-        """Configure and activate it (its ``autostart``); whether it is active."""
+    def start(self) -> None:
+        """Configure and activate it (its ``autostart``)."""
         self.node.maybe_autostart()
-        return self.active
 
     @property
     def active(self) -> bool:
