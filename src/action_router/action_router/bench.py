@@ -18,15 +18,16 @@ What is measured, in one run:
   run). Nothing crosses a frame boundary: no segment, junction, blend or re-plan rule. Kept in both
   runs, because without them there is no task: the running sub-task and its clock tau, the
   template anchored at the sub-task's start pose, and the servo's own state (the PID integrator and
-  its D filter: the same controller in both runs).
+  its error and D filters: the same controller in both runs).
 * ``jitter_reduction``: jitter is the standard deviation of the tick-to-tick command change
   (``u[t] - u[t-1]``) of each arm joint, divided by that joint's effort limit, RMS over the arm
   joints (the gripper, effort-held, is left out), over ticks where the running sub-task did not
   change (sub-task switches are steps by design). ``jitter_reduction = 1 - jitter_cached /
   jitter_uncached`` (0.62 would be the seed's -62 %). What is left in the cached run is sensor
-  noise through the PID (p times the position noise, d times the velocity noise, the latter
-  low-passed by ``derivative_filter_time_constant``); the baseline adds the step of every frame's
-  re-initialisation (the new plan starts at the measured state, the old one ended on the template).
+  noise through the PID (p times the position noise low-passed by ``error_filter_time_constant``,
+  d times the velocity noise low-passed by ``derivative_filter_time_constant``); the baseline adds
+  the step of every frame's re-initialisation (the new plan starts at the measured state, the old
+  one ended on the template).
 * ``subtasks_completed`` and ``tracking_rms`` (per run, under ``detail``): sub-tasks completed,
   and the RMS over ticks and tracked arm joints of the true plant position minus the template
   position at the sub-task clock (rad). A command can also be smooth by doing nothing, so jitter
@@ -185,9 +186,12 @@ def run_closed_loop(ticks: int, cache: bool, seed: int = 7) -> dict:
         gc.enable()
     sel = du[keep][:, arm] / limit[arm]
     jitter = float(np.sqrt(np.mean(np.std(sel, axis=0) ** 2)))
-    # what no plan can remove: the P term on white position noise, du = p * (n[t] - n[t-1])
+    # what no plan can remove: the P term on white position noise through the error filter (a =
+    # dt/(T_e + dt)), du = p * (f[t] - f[t-1]), std a * sigma * sqrt(2 / (2 - a)) (sqrt(2) sigma unfiltered)
     p_gain = np.array([cfg.gains[j].p for j in r.joints])
-    floor = float(np.sqrt(np.mean((math.sqrt(2.0) * p_gain[arm] * plant.noise_pos / limit[arm]) ** 2)))
+    a = dt / (np.array([cfg.gains[j].error_filter_time_constant for j in r.joints]) + dt)
+    noise_step = a * plant.noise_pos * np.sqrt(2.0 / (2.0 - a))
+    floor = float(np.sqrt(np.mean((p_gain[arm] * noise_step[arm] / limit[arm]) ** 2)))
     return {
         "tick_us": {"mean": float(times.mean()), "p99": float(np.percentile(times, 99)), "max": float(times.max())},
         "jitter": jitter,

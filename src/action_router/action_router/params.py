@@ -6,8 +6,9 @@ Joints, their limits, the base limits, the controller name and the PID gains def
 description file (``robot_description_file``, the file the simulator reads too); parameters given
 explicitly still override it.
 PID gains use control_toolbox names: ``gains.<joint>.{p,i,d,i_clamp_max,i_clamp_min,u_clamp_max,
-u_clamp_min,antiwindup_strategy}`` (plus ``tracking_time_constant``, ``error_deadband`` and
-``derivative_filter_time_constant``, whose router-wide default is the parameter of that name).
+u_clamp_min,antiwindup_strategy}`` (plus ``tracking_time_constant``, ``error_deadband``,
+``derivative_filter_time_constant`` and ``error_filter_time_constant``, the last two with a
+router-wide default in the parameter of that name).
 """
 from __future__ import annotations
 
@@ -72,6 +73,9 @@ DEFAULTS: Dict[str, Any] = {
     # first-order low-pass on every joint's D input (s; 0 = off), as drives filter the D part of
     # their velocity loop; gains.<joint>.derivative_filter_time_constant overrides it per joint
     "derivative_filter_time_constant": 0.005,
+    # first-order low-pass on the error every joint's P and I terms see (s; 0 = off), a drive's
+    # position-loop feedback filter; gains.<joint>.error_filter_time_constant overrides it per joint
+    "error_filter_time_constant": 0.002,
     "horizon_s": 0.05,
     "samples": 100,
     "blend_s": 0.3,
@@ -215,8 +219,8 @@ def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
     if int(params["samples"]) < 2 or not float(params["horizon_s"]) > 0:
         raise ValueError("samples >= 2 and horizon_s > 0")
     gain_params = {f"gains.{j}.{k}": v for j in joints for k, v in GAIN_DEFAULTS.items()}   # undescribed joints
-    gain_params.update({f"gains.{j}.derivative_filter_time_constant": float(params["derivative_filter_time_constant"])
-                        for j in joints})
+    gain_params.update({f"gains.{j}.{name}": float(params[name]) for j in joints
+                        for name in ("derivative_filter_time_constant", "error_filter_time_constant")})
     gain_params.update({k: v for k, v in described.items() if k.startswith("gains.") and k.split(".")[1] in joints})
     gain_params.update({k: v for k, v in overrides.items() if k.startswith("gains.")})
     gains = gains_from_params(joints, gain_params)

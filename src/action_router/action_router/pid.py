@@ -3,17 +3,20 @@
 Mirrors ``control_toolbox::Pid::compute_command(error, error_dot, dt)`` (control_toolbox >= 5,
 the version with ``antiwindup_strategy``), one joint per array element:
 
-    cmd_unsat = p*e + i_term + d*e_dot_f            (i_term from the previous steps)
+    e_f      += b*(e - e_f),         b = dt/(T_e + dt)  (first-order low-pass on the error the
+                                                          P and I parts see, T_e =
+                                                          error_filter_time_constant; 0 = off)
+    cmd_unsat = p*e_f + i_term + d*e_dot_f          (i_term from the previous steps)
     e_dot_f  += a*(e_dot - e_dot_f), a = dt/(T_f + dt)  (first-order low-pass on the D input,
                                                           T_f = derivative_filter_time_constant;
                                                           0 = unfiltered, control_toolbox's own)
     cmd       = clamp(cmd_unsat, u_clamp_min, u_clamp_max)
-    i_term   += dt*i*e                                   "none"
-    i_term   += dt*(i*e + (cmd - cmd_unsat)/T_t)         "back_calculation" (only if i != 0;
+    i_term   += dt*i*e_f                                 "none"
+    i_term   += dt*(i*e_f + (cmd - cmd_unsat)/T_t)       "back_calculation" (only if i != 0;
                                                           T_t = tracking_time_constant, default
                                                           sqrt(d/i) if d != 0 else p/i)
-    i_term   += dt*i*e unless (cmd != cmd_unsat and e*cmd_unsat > 0)   "conditional_integration"
-    (no integration when |e| <= error_deadband)
+    i_term   += dt*i*e_f unless (cmd != cmd_unsat and e_f*cmd_unsat > 0)   "conditional_integration"
+    (no integration when |e_f| <= error_deadband)
     i_term    = clamp(i_term, i_clamp_min, i_clamp_max)
 
 dt == 0 leaves everything unchanged and returns the previous command. Where control_toolbox
@@ -23,7 +26,11 @@ The router narrows u_clamp to the execution layer's effort limit every tick (``s
 
 The derivative filter is not in control_toolbox (its caller chooses ``error_dot``): drives filter
 the D part this way because a measured velocity is the noisiest input of the loop, and the D term
-multiplies it by ``d`` every tick. The filter state is cleared with the integrator (``reset``).
+multiplies it by ``d`` every tick. The error filter is not in control_toolbox either: a drive's
+position-loop feedback filter. White encoder noise reaches the command as ``p`` times its
+tick-to-tick change; a time constant of two control periods cuts that change about fourfold for a
+lag of a few milliseconds. Both filters are cleared with the integrator (``reset``) and restart
+from their next input, so a reset never kicks the command.
 """
 from __future__ import annotations
 
@@ -35,7 +42,7 @@ import numpy as np
 STRATEGIES = ("none", "back_calculation", "conditional_integration")
 PARAM_NAMES = ("p", "i", "d", "i_clamp_max", "i_clamp_min", "u_clamp_max", "u_clamp_min",
                "antiwindup_strategy", "tracking_time_constant", "error_deadband",
-               "derivative_filter_time_constant")
+               "derivative_filter_time_constant", "error_filter_time_constant")
 _EPS = float(np.finfo(float).eps)
 
 
@@ -53,13 +60,16 @@ class Gains:
     tracking_time_constant: float = 0.0
     error_deadband: float = _EPS
     derivative_filter_time_constant: float = 0.0     # s; 0 = the D term sees error_dot unfiltered
+    error_filter_time_constant: float = 0.0          # s; 0 = the P and I terms see the error unfiltered
 
     def validate(self) -> None:
-        for name in ("p", "i", "d", "tracking_time_constant", "error_deadband", "derivative_filter_time_constant"):
+        for name in ("p", "i", "d", "tracking_time_constant", "error_deadband", "derivative_filter_time_constant",
+                     "error_filter_time_constant"):
             if not np.isfinite(getattr(self, name)):
                 raise ValueError(f"gain {name} must be finite")
-        if self.derivative_filter_time_constant < 0:
-            raise ValueError("derivative_filter_time_constant must be >= 0")
+        for name in ("derivative_filter_time_constant", "error_filter_time_constant"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
         for name in ("i_clamp_max", "i_clamp_min", "u_clamp_max", "u_clamp_min"):
             if np.isnan(getattr(self, name)):
                 raise ValueError(f"{name} must not be NaN")
@@ -86,7 +96,8 @@ class Gains:
         """The same controller with p, i, d scaled (the derated set)."""
         return Gains(self.p * gain_scale, self.i * gain_scale, self.d * gain_scale, self.i_clamp_max,
                      self.i_clamp_min, self.u_clamp_max, self.u_clamp_min, self.antiwindup_strategy,
-                     self.tracking_time_constant, self.error_deadband, self.derivative_filter_time_constant)
+                     self.tracking_time_constant, self.error_deadband, self.derivative_filter_time_constant,
+                     self.error_filter_time_constant)
 
 
 class VectorPid:
@@ -101,6 +112,8 @@ class VectorPid:
         self.clamped = np.zeros(self.n, dtype=bool)
         self.error_dot_filtered = np.zeros(self.n)
         self._filter_primed = np.zeros(self.n, dtype=bool)   # cleared joints start from their next error_dot
+        self.error_filtered = np.zeros(self.n)
+        self._error_primed = np.zeros(self.n, dtype=bool)    # ... and from their next error
         self._freeze_i = np.zeros(self.n, dtype=bool)
         self.set_gains(gains)
 
@@ -116,6 +129,7 @@ class VectorPid:
         self.u_max, self.u_min = self.u_max_cfg.copy(), self.u_min_cfg.copy()
         self.deadband = f("error_deadband")
         self.d_filter_tc = f("derivative_filter_time_constant")
+        self.e_filter_tc = f("error_filter_time_constant")
         strat = [g.antiwindup_strategy for g in gains]
         self.is_none = np.array([s == "none" for s in strat])
         self.is_back = np.array([s == "back_calculation" for s in strat])
@@ -144,11 +158,13 @@ class VectorPid:
             self.cmd[:] = 0.0
             self.cmd_unsat[:] = 0.0
             self._filter_primed[:] = False
+            self._error_primed[:] = False
         else:
             self.i_term[mask] = 0.0
             self.cmd[mask] = 0.0
             self.cmd_unsat[mask] = 0.0
             self._filter_primed[mask] = False
+            self._error_primed[mask] = False
 
     def compute(self, error: np.ndarray, error_dot: np.ndarray, dt: float) -> np.ndarray:
         """One step for all joints; returns self.cmd (clamped, finite)."""
@@ -158,8 +174,9 @@ class VectorPid:
             raise ValueError("negative dt")
         ok = np.isfinite(error) & np.isfinite(error_dot)
         np.logical_not(ok, out=self.nonfinite)
-        e = np.where(ok, error, 0.0)
-        ed = self._filter_error_dot(np.where(ok, error_dot, 0.0), ok, dt)
+        e = self._low_pass(self.error_filtered, self._error_primed, self.e_filter_tc, np.where(ok, error, 0.0), ok, dt)
+        ed = self._low_pass(self.error_dot_filtered, self._filter_primed, self.d_filter_tc,
+                            np.where(ok, error_dot, 0.0), ok, dt)
         unsat = self.p * e + self.i_term + self.d * ed
         cmd = np.minimum(np.maximum(unsat, self.u_min), self.u_max)
         sat = cmd != unsat
@@ -176,16 +193,17 @@ class VectorPid:
         return self.cmd
 
 
-    def _filter_error_dot(self, ed: np.ndarray, ok: np.ndarray, dt: float) -> np.ndarray:
-        """First-order low-pass of error_dot (backward Euler); a joint whose filter was cleared
-        starts at its current error_dot, not at 0 (no kick after a reset); a non-finite input
-        leaves that joint's filter state untouched."""
-        a = dt / (self.d_filter_tc + dt)        # 1 where the time constant is 0: no filtering
-        f = self.error_dot_filtered
-        stepped = np.where(self._filter_primed, f + a * (ed - f), ed)
-        np.copyto(f, stepped, where=ok)
-        self._filter_primed |= ok
-        return f
+    @staticmethod
+    def _low_pass(state: np.ndarray, primed: np.ndarray, time_constant: np.ndarray, x: np.ndarray,
+                  ok: np.ndarray, dt: float) -> np.ndarray:
+        """First-order low-pass of x into ``state`` (backward Euler); a joint whose filter was
+        cleared starts at its current input, not at 0 (no kick after a reset); a non-finite input
+        leaves that joint's filter state untouched. Returns ``state``."""
+        a = dt / (time_constant + dt)           # 1 where the time constant is 0: no filtering
+        stepped = np.where(primed, state + a * (x - state), x)
+        np.copyto(state, stepped, where=ok)
+        primed |= ok
+        return state
 
 
 def gains_from_params(joints: Sequence[str], params: Mapping[str, object],

@@ -156,3 +156,41 @@ def test_derivative_filter_time_constant_is_a_gain_parameter():
     assert g.derivative_filter_time_constant == 0.004 and g.scaled(0.5).derivative_filter_time_constant == 0.004
     with pytest.raises(ValueError):
         gains_from_params(["j1"], {"gains.j1.derivative_filter_time_constant": -0.001})
+
+
+def test_error_filter_attenuates_white_position_noise_and_passes_a_steady_error():
+    rng = np.random.default_rng(5)
+    noise = rng.standard_normal(4000) * 2e-4          # encoder noise, rad
+    raw = VectorPid([Gains(p=120.0)])
+    filtered = VectorPid([Gains(p=120.0, error_filter_time_constant=0.002)])
+    u_raw = [float(raw.compute(np.array([0.01 + n]), np.zeros(1), 0.001)[0]) for n in noise]
+    u_f = [float(filtered.compute(np.array([0.01 + n]), np.zeros(1), 0.001)[0]) for n in noise]
+    # a = 1/3: the P term's tick-to-tick change falls to a * sqrt(2 / (2 - a)) / sqrt(2) = 0.26 of it
+    assert np.std(np.diff(u_f)) == pytest.approx(0.26 * np.std(np.diff(u_raw)), rel=0.1)
+    assert np.mean(u_f[100:]) == pytest.approx(120.0 * 0.01, rel=0.01)     # unity DC gain
+
+
+def test_error_filter_restarts_from_the_current_error_after_a_reset_and_skips_a_nonfinite_joint():
+    pid = VectorPid([Gains(p=10.0, error_filter_time_constant=0.05), Gains(p=10.0, error_filter_time_constant=0.05)])
+    for _ in range(50):
+        pid.compute(np.array([1.0, 1.0]), np.zeros(2), 0.001)
+    before = pid.error_filtered.copy()
+    out = pid.compute(np.array([np.nan, 1.0]), np.zeros(2), 0.001)
+    assert out[0] == 0.0 and pid.error_filtered[0] == before[0]      # NaN: commanded 0, state kept
+    pid.reset()
+    # no memory of the old error and no ramp from zero: the first step after a reset is unfiltered
+    assert pid.compute(np.array([-0.5, 0.2]), np.zeros(2), 0.001) == pytest.approx([-5.0, 2.0])
+
+
+def test_error_filter_time_constant_is_a_gain_parameter_with_a_router_wide_default():
+    from action_router.params import make_config
+    g = gains_from_params(["j1"], {"gains.j1.p": 1.0, "gains.j1.error_filter_time_constant": 0.003})["j1"]
+    assert g.error_filter_time_constant == 0.003 and g.scaled(0.5).error_filter_time_constant == 0.003
+    with pytest.raises(ValueError):
+        gains_from_params(["j1"], {"gains.j1.error_filter_time_constant": -0.001})
+    cfg = make_config()
+    assert all(g.error_filter_time_constant == cfg["error_filter_time_constant"] > 0 for g in cfg.gains.values())
+    joint = cfg.joints[0]
+    cfg = make_config({"error_filter_time_constant": 0.0, f"gains.{joint}.error_filter_time_constant": 0.01})
+    assert cfg.gains[joint].error_filter_time_constant == 0.01
+    assert all(cfg.gains[j].error_filter_time_constant == 0.0 for j in cfg.joints[1:])
