@@ -149,6 +149,8 @@ def main(argv=None) -> int:
     parser.add_argument("--n-catchup", type=int, default=64)
     parser.add_argument("--rebuild-batch", type=int, default=32)
     parser.add_argument("--model-path", default=None)
+    parser.add_argument("--swa-full", choices=("true", "false"), default="true",
+                        help="false: window-only caches for the sliding-window layers (reasoning.swa_full false)")
     parser.add_argument("--config-dir", type=Path, default=Path("config"),
                         help="folder with intents.yaml and prompt.yaml (default: ./config, the workspace root's)")
     parser.add_argument("--out", type=Path, default=Path("build/bench/asr.json"))
@@ -158,7 +160,8 @@ def main(argv=None) -> int:
     catalogue = IntentCatalogue.from_file(args.config_dir / "intents.yaml")
     template = PromptTemplate.from_file(args.config_dir / "prompt.yaml")
     n_ctx = 2 * args.tau_mem
-    engines = [LlamaEngine(args.model_path, n_ctx=n_ctx, n_threads=1, name=name) for name in ("R1", "R2")]
+    engines = [LlamaEngine(args.model_path, n_ctx=n_ctx, n_threads=1, name=name, swa_full=args.swa_full == "true")
+               for name in ("R1", "R2")]
     results: dict = {}
     for mode in ("asr", "sync"):
         # the baseline as before: a decision first appends every pending token, the re-evaluation of
