@@ -102,3 +102,16 @@ def test_uncached_reference_does_not_depend_on_the_previous_frames_state():
     pa, va = tick_with(a, q.copy(), qd.copy())             # the next frame: nothing of the last one left
     pb, vb = tick_with(b, q.copy(), qd.copy())
     assert np.array_equal(pa, pb) and np.array_equal(va, vb)
+
+
+def test_bench_scales_the_cached_gains_until_the_baselines_tracking_is_matched():
+    from action_router.bench import at_matched_tracking, scaled_gains
+    from action_router.params import make_config
+    base = make_config()
+    cfg = make_config(scaled_gains(2.0))
+    assert all(cfg.gains[j].p == 2.0 * base.gains[j].p and cfg.gains[j].d == 2.0 * base.gains[j].d for j in base.joints)
+    loose = at_matched_tracking(3000, {"tracking_rms": 1.0, "jitter": 1.0}, scales=(1.5, 2.0), log=lambda _: None)
+    assert loose["matched"] and loose["gain_scale"] == 1.5 and len(loose["tried"]) == 1     # the smallest first
+    assert loose["jitter_reduction"] == 1.0 - loose["jitter"]
+    never = at_matched_tracking(3000, {"tracking_rms": 0.0, "jitter": 1.0}, scales=(1.5, 2.0), log=lambda _: None)
+    assert not never["matched"] and [row["gain_scale"] for row in never["tried"]] == [1.5, 2.0]
