@@ -72,6 +72,9 @@ class LlamaEngine:
         self.n_swa = _window_only_swa(self.llm)
         self.tokens: List[int] = []
         self.window_resets = 0  # deep cuts that cleared the window-only cache
+        self.window_restores = 0  # ... of those, the ones the kept prefix's snapshot restored
+        self._keep_tokens: List[int] = []    # keep_prefix: the prefix to snapshot on a window-only cache
+        self._kept_state: Optional[ctypes.Array] = None
         # Set by the Reasoner: the epoch of its view of the state these tokens were synced to (None:
         # never synced); while it is unchanged the view has only grown, so syncing may just append.
         self.view_epoch: Optional[int] = None
@@ -95,14 +98,49 @@ class LlamaEngine:
     # --- KV cache --------------------------------------------------------------------------
     def truncate(self, n: int) -> None:
         """Roll the cache back to the first n tokens. On a window-only cache (swa_full off) a cut
-        deeper than its spare batch has lost the window before n: the cache is cleared instead, and
-        the caller evaluates again from len(tokens) with its own batching (sync and the reasoner do)."""
+        deeper than its spare batch has lost the window before n: the cache falls back to the kept
+        prefix (`keep_prefix`) when n reaches it, else it is cleared, and the caller evaluates again
+        from len(tokens) with its own batching (sync and the reasoner do)."""
         if n < len(self.tokens):
             self.llm._ctx.kv_cache_seq_rm(-1, n, -1)
             del self.tokens[n:]
             if self.n_swa and not self._window_intact(n):
-                self.clear()
                 self.window_resets += 1
+                if self._restore_kept_prefix():
+                    self.window_restores += 1
+                else:
+                    self.clear()
+
+    def keep_prefix(self, tokens: Sequence[int]) -> None:
+        """On a window-only cache: snapshot the cache once it holds exactly `tokens` (the static head;
+        a by-line sync ends a batch there), so a cut that loses the window but keeps these tokens
+        restores them instead of evaluating them again (an ASR eviction cuts the secondary back to
+        the head). The snapshot is sequence 0's KV state, exact. Nothing to do on a full-size cache."""
+        if self.n_swa and tokens:
+            self._keep_tokens, self._kept_state = list(tokens), None
+            self._snapshot_kept_prefix()
+
+    def _snapshot_kept_prefix(self) -> None:
+        keep = self._keep_tokens
+        if keep and self._kept_state is None and len(self.tokens) == len(keep) and self.tokens == keep:
+            import llama_cpp
+            ctx = self.llm._ctx.ctx
+            size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+            buffer = (ctypes.c_uint8 * size)()
+            if llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0) == size:
+                self._kept_state = buffer
+
+    def _restore_kept_prefix(self) -> bool:
+        keep, state = self._keep_tokens, self._kept_state
+        if state is None or len(self.tokens) < len(keep) or self.tokens[:len(keep)] != keep:
+            return False
+        import llama_cpp
+        self.clear()
+        if llama_cpp.llama_state_seq_set_data(self.llm._ctx.ctx, state, len(state), 0) != len(state):
+            self.clear()
+            return False
+        self.tokens = list(keep)
+        return True
 
     def _window_intact(self, n: int) -> bool:
         """Whether the local-layer cache still holds the n_swa positions before n (cells older than
@@ -127,6 +165,8 @@ class LlamaEngine:
             self.llm._batch.set_batch(batch=piece, n_past=len(self.tokens), logits_all=False)
             self.llm._ctx.decode(self.llm._batch)
             self.tokens.extend(piece)
+            if self._kept_state is None and len(self.tokens) == len(self._keep_tokens):
+                self._snapshot_kept_prefix()
 
     def _pieces(self, tokens: List[int], step: int, by_line: bool) -> List[List[int]]:
         pieces: List[List[int]] = []

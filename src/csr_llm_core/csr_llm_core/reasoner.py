@@ -137,6 +137,10 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
                 raise ValueError(f"{engine.name}: n_ctx={engine.n_ctx} is below tau_mem + suffix_reserve"
                                  + (" + archive_recall_tokens" if recall else "") + f" = {needed}")
         self._check_one_vocabulary()
+        for engine in self.resources:     # a window-only cache restores the head after an eviction's deep cut
+            keep_prefix = getattr(engine, "keep_prefix", None)
+            if keep_prefix is not None:
+                keep_prefix(head)
         self.state = CachedState(head, tau_mem=config.tau_mem, evict_ratio=config.evict_ratio,
                                  max_chunk_tokens=config.max_chunk_tokens, oversize_policy=config.oversize_policy,
                                  archive=ChunkArchive(archive_path, archive_header(session, self.resources, config)))

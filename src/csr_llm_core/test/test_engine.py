@@ -157,3 +157,31 @@ def test_a_saved_state_is_refused_by_a_context_whose_swa_full_differs(engines, t
         assert windowed.kv_positions() == len(windowed.tokens) > 0
     finally:
         windowed.close()
+
+
+def test_a_window_only_cache_restores_its_kept_head_after_a_deep_cut_and_still_decides_as_a_full_recompute(
+        engines, template, catalogue):
+    from csr_llm_core.engine import LlamaEngine
+    fresh = engines[1]
+    windowed = LlamaEngine(n_ctx=3072, swa_full=False, name="W")
+    try:
+        grammar = DecisionGrammar(catalogue, windowed.tokenize_plain)
+        head = windowed.tokenize(template.head_text(catalogue), bos=True)
+        windowed.keep_prefix(head)
+        prefix = build_prefix(windowed, template, catalogue, len(head) + 1000)     # head first, then chunks
+        assert prefix[:len(head)] == head
+        suffix = windowed.tokenize(template.suffix_text("open_door", 1))
+        cut = len(head) + 40                  # an eviction keeps the head and a few chunk tokens
+        windowed.truncate(cut)
+        assert windowed.tokens == head and windowed.kv_positions() == len(head)   # restored, not cleared
+        assert windowed.window_resets == 1 and windowed.window_restores == 1
+        windowed.sync(prefix[:cut], by_line=True)
+        csr = windowed.decide(suffix, grammar)
+        fresh.clear()
+        full = fresh.decide(prefix[:cut] + suffix, grammar)
+        assert csr.tokens == full.tokens, (csr.text, full.text)
+        windowed.extend(prefix[cut:], by_line=True)
+        windowed.truncate(len(head) - 100)   # shorter than the kept head: cleared as before
+        assert windowed.tokens == [] and windowed.window_resets == 2 and windowed.window_restores == 1
+    finally:
+        windowed.close()
