@@ -181,8 +181,7 @@ def measure(target: List[str], seconds: float, *, decide: bool, discovery_timeou
     st, rc, src = stamps[:n], received[:n], sources[:n]
     _, first = np.unique(st, return_index=True)          # the first command carrying each stamp
     lat = (rc[first] - st[first]) / 1000.0
-    lat = lat[st[first] > 0]
-    keep = st[first] > 0
+    keep = st[first] > 0                                 # a command stamped zero carries no state
     return {
         "latency": lat[keep],
         "publish": ((src[first] - st[first]) / 1000.0)[keep],    # stamp -> the target's publish
