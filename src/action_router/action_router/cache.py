@@ -191,18 +191,18 @@ class ExecutionLayer:
         self.lookups = 0
 
     def set_torque_limit(self, limit: np.ndarray) -> None:
-        if not np.array_equal(limit, self.torque_limit):
+        if (limit != self.torque_limit).any():
             self.torque_limit[:] = limit
             self.dirty = True
 
     def set_derated(self, mask: np.ndarray) -> None:
-        if not np.array_equal(mask, self.derated_mask):
+        if (mask != self.derated_mask).any():
             self.derated_mask[:] = mask
             self.dirty = True
             self.gains_changed = True
 
     def set_confidence(self, conf: np.ndarray) -> None:
-        if not np.array_equal(conf, self.confidence):
+        if (conf != self.confidence).any():
             self.confidence[:] = conf
             self.dirty = True
 

@@ -127,6 +127,8 @@ class RouterInputs:
         self._js_work = {"pos": np.zeros(n), "vel": np.zeros(n), "eff": np.zeros(n), "have_eff": np.zeros(n),
                          "hdr": np.zeros(2)}
         self._js_seen = np.zeros(n, dtype=bool)
+        self._js_names: List[str] = []
+        self._js_map = self._map_joint_names([])
         self._temperature = np.full(n, np.nan)
         self._decisions: Deque[QueuedDecision] = collections.deque(maxlen=16)
         self._zone_request: Optional[str] = None
@@ -136,6 +138,7 @@ class RouterInputs:
         self._odom = {"pose": np.zeros(3), "twist": np.zeros(2)}
         self._wrench = {"force": np.zeros(1)}
         self._prox = {"range": np.full(1, np.inf)}
+        self._odom_read = self._wrench_read = self._prox_read = (math.nan, 0)    # (stamp, version) copied
         self._temperature_snap = np.full(n, np.nan)
 
     # ------------------------------------------------------------------ setters (any thread)
@@ -146,29 +149,27 @@ class RouterInputs:
             self.faults.record("joint_state_length", f"{n_names} names, {len(position)} positions, "
                                f"{len(velocity)} velocities, {len(effort)} efforts")
             return False
-        idx = []
-        unknown = None
-        for k, name in enumerate(names):
-            j = self.joint_index.get(name)
-            if j is None:
-                unknown = name
-            else:
-                idx.append((k, j))
+        if list(names) != self._js_names:   # a driver sends the same names every time: map them once
+            self._js_names = list(names)
+            self._js_map = self._map_joint_names(self._js_names)
+        ks, js, unknown = self._js_map
         if unknown is not None:
             self.faults.record("joint_state_unknown_joint", repr(unknown))
-        if not idx:
+        if not js:
             return False
-        ks = [k for k, _ in idx]
-        js = [j for _, j in idx]
         try:
-            pos = np.asarray(position, dtype=float)[ks]
-            vel = np.asarray(velocity, dtype=float)[ks] if len(velocity) else None
-            eff = np.asarray(effort, dtype=float)[ks] if len(effort) else None
-        except (TypeError, ValueError):
+            pos = np.asarray(position, dtype=float)
+            vel = np.asarray(velocity, dtype=float) if len(velocity) else None
+            eff = np.asarray(effort, dtype=float) if len(effort) else None
+            if ks is not None:
+                pos = pos[ks]
+                vel = None if vel is None else vel[ks]
+                eff = None if eff is None else eff[ks]
+        except (TypeError, ValueError, IndexError):
             self.faults.record("joint_state_nonfinite", "non-numeric values")
             return False
         for arr in (pos, vel, eff):
-            if arr is not None and not np.all(np.abs(arr) < MAX_ABS_INPUT):  # NaN fails too
+            if arr is not None and not float(np.abs(arr).max()) < MAX_ABS_INPUT:  # NaN fails too
                 self.faults.record("joint_state_nonfinite")
                 return False
         w = self._js_work
@@ -184,6 +185,22 @@ class RouterInputs:
         self._js_seen[js] = True
         self.joint_buf.write(now, **w)
         return True
+
+    def _map_joint_names(self, names: List[str]) -> Tuple[Optional[List[int]], "List[int] | slice", Optional[str]]:
+        """(message indices to take, or None for all in order; our joint indices; the last unknown name)."""
+        idx = []
+        unknown = None
+        for k, name in enumerate(names):
+            j = self.joint_index.get(name)
+            if j is None:
+                unknown = name
+            else:
+                idx.append((k, j))
+        ks = [k for k, _ in idx]
+        js = [j for _, j in idx]
+        if len(names) == len(self.joints) and js == list(range(len(names))) and ks == js:
+            return None, slice(None), unknown       # our joints in our order: plain copies, no gathers
+        return ks, js, unknown
 
     def set_imu(self, acc: Sequence[float], gyro: Sequence[float], now: float = 0.0) -> bool:
         a = np.asarray(acc, dtype=float).reshape(-1)
@@ -312,9 +329,16 @@ class RouterInputs:
 
     def snapshot(self) -> SensorSnapshot:
         js_time, js_ver = self.joint_buf.read_into(self._js)
-        odom_time, odom_ver = self.odom_buf.read_into(self._odom)
-        wrench_time, _ = self.wrench_buf.read_into(self._wrench)
-        prox_time, prox_ver = self.proximity_buf.read_into(self._prox)
+        # the slower sensors are copied only when they wrote since the last snapshot (the tick's copies
+        # are written here alone, so an unchanged version means the copy is still the newest)
+        if self.odom_buf.version != self._odom_read[1]:
+            self._odom_read = self.odom_buf.read_into(self._odom)
+        if self.wrench_buf.version != self._wrench_read[1]:
+            self._wrench_read = self.wrench_buf.read_into(self._wrench)
+        if self.proximity_buf.version != self._prox_read[1]:
+            self._prox_read = self.proximity_buf.read_into(self._prox)
+        (odom_time, odom_ver), (wrench_time, _), (prox_time, prox_ver) = \
+            self._odom_read, self._wrench_read, self._prox_read
         np.copyto(self._temperature_snap, self._temperature)
         js = self._js
         return SensorSnapshot(

@@ -161,8 +161,9 @@ class Level3:
             else:
                 self.execution_state = EXEC_FAILSAFE
         # the last line of defence: finite and within the limit, whatever happened above
-        np.clip(eff, -limit, limit, out=eff)
-        if not np.all(np.isfinite(eff)):
+        np.maximum(eff, -limit, out=eff)        # np.clip, without its Python-level dispatch
+        np.minimum(eff, limit, out=eff)
+        if not math.isfinite(float(eff.sum())):  # a NaN or inf anywhere (clipped values cannot overflow)
             np.nan_to_num(eff, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
         if not (math.isfinite(self.base_vx) and math.isfinite(self.base_wz)):
             self.base_vx = self.base_wz = 0.0

@@ -50,13 +50,18 @@ class TemperatureMonitor:
 
     def update(self, temperature: np.ndarray) -> int:
         """Update from the latest temperatures (NaN = unknown, keeps state); returns new derates."""
-        known = np.isfinite(temperature)
-        over = known & (temperature > self.limit)
-        cool = known & (temperature < self.limit - self.hysteresis)
-        new = over & ~self.hot
-        self.hot |= over
-        self.hot &= ~cool
-        return int(new.sum())
+        # a loop over the few joints: cheaper than numpy's per-call cost, every control tick
+        hot = self.hot.tolist()
+        limit, cool_below = self.limit, self.limit - self.hysteresis
+        new = 0
+        for j, celsius in enumerate(temperature.tolist()):
+            if celsius > limit:                 # NaN compares False both ways: state kept
+                new += not hot[j]
+                hot[j] = True
+            elif celsius < cool_below:
+                hot[j] = False
+        self.hot[:] = hot
+        return new
 
 
 class ConfidenceMonitor:
@@ -90,13 +95,21 @@ class ClampMonitor:
     def __init__(self, n: int, persist: float = 0.25):
         self.persist = float(persist)
         self.since = np.full(n, np.nan)
+        self._timing = False                # some joint's clamp is being timed (since not all NaN)
 
     def reset(self) -> None:
         self.since[:] = np.nan
+        self._timing = False
 
     def update(self, clamped: np.ndarray, now: float) -> bool:
+        if not clamped.any():               # the usual tick: nothing clamped, nothing to time
+            if self._timing:
+                self.since[:] = np.nan
+                self._timing = False
+            return False
         self.since = np.where(clamped, np.where(np.isnan(self.since), now, self.since), np.nan)
-        return bool(np.any(now - self.since >= self.persist))
+        self._timing = True
+        return bool((now - self.since >= self.persist).any())
 
 
 class DecisionWatchdog:

@@ -41,6 +41,28 @@ def test_unknown_joint_names_are_ignored_and_known_ones_kept():
     assert fault_kind(lines[0]) == "joint_state_unknown_joint" and "wheel_left" in lines[0]
 
 
+def test_joint_names_in_another_order_or_changing_between_messages_are_mapped_each_time():
+    # the name -> index mapping is computed once per distinct name list and reused while it repeats
+    inp, lines = inputs()
+    values = [0.1, 0.2, 0.3, 0.4, 0.01]
+    assert inp.set_joint_state(JOINTS, values, values, now=0.0)
+    assert list(inp.snapshot().joint_pos) == values
+    backwards = JOINTS[::-1]
+    for k in range(2):
+        assert inp.set_joint_state(backwards, values, values, now=0.1 + k)
+        snap = inp.snapshot()
+        assert list(snap.joint_pos) == values[::-1] and list(snap.joint_vel) == values[::-1]
+    assert inp.set_joint_state(np.array(JOINTS), values, now=3.0)    # any sequence of names
+    assert list(inp.snapshot().joint_pos) == values
+    assert inp.set_joint_state(JOINTS + ["wheel_left"], [0.5] * 5 + [9.0], now=3.5)   # ours first, then others
+    assert list(inp.snapshot().joint_pos) == [0.5] * 5
+    assert inp.set_joint_state(["arm_elbow", "wheel_left"], [0.9, 5.0], now=4.0)
+    assert inp.snapshot().joint_pos[JOINTS.index("arm_elbow")] == 0.9
+    assert not inp.set_joint_state(JOINTS, [0.0, 0.0, math.inf, 0.0, 0.0], now=5.0)
+    assert [fault_kind(line) for line in lines] == ["joint_state_unknown_joint", "joint_state_nonfinite"]
+    assert inp.faults.counts["joint_state_unknown_joint"] == 2
+
+
 @pytest.mark.parametrize("intent, args, kind", [
     ("dance", {}, "decision_unknown_intent"),
     ("back_off", {"distance": 5.0}, "decision_bad_argument"),             # out of range: refused, not clamped

@@ -194,3 +194,46 @@ def test_error_filter_time_constant_is_a_gain_parameter_with_a_router_wide_defau
     cfg = make_config({"error_filter_time_constant": 0.0, f"gains.{joint}.error_filter_time_constant": 0.01})
     assert cfg.gains[joint].error_filter_time_constant == 0.01
     assert all(cfg.gains[j].error_filter_time_constant == 0.0 for j in cfg.joints[1:])
+
+
+def _vector_reference_step(pid, state, error, error_dot, dt):
+    """The class docstring's formulas in numpy over all joints at once (the oracle for the per-joint
+    loop): state holds e_f, e_dot_f, primed flags and i_term; returns the command."""
+    ok = np.isfinite(error) & np.isfinite(error_dot)
+    for key, tc, x in (("e", pid.e_filter_tc, error), ("d", pid.d_filter_tc, error_dot)):
+        a = dt / (tc + dt)
+        stepped = np.where(state[key + "_primed"], state[key] + a * (np.where(ok, x, 0.0) - state[key]), x)
+        np.copyto(state[key], stepped, where=ok)
+        state[key + "_primed"] |= ok
+    e, ed = state["e"], state["d"]
+    unsat = pid.p * e + state["i"] + pid.d * ed
+    cmd = np.minimum(np.maximum(unsat, pid.u_min), pid.u_max)
+    sat = cmd != unsat
+    di = dt * pid.i * e
+    di = np.where(pid.back_active, di + dt * pid.trk_inv * (cmd - unsat), di)
+    use = ok & (np.abs(e) > pid.deadband) & (pid.is_none | pid.back_active | (pid.is_cond & ~(sat & (e * unsat > 0))))
+    state["i"] = np.minimum(np.maximum(np.where(use, state["i"] + di, state["i"]), pid.i_min), pid.i_max)
+    return np.where(ok, cmd, 0.0)
+
+
+def test_the_per_joint_loop_gives_exactly_the_vectorised_formulas():
+    rng = np.random.default_rng(3)
+    strategies = ["none", "back_calculation", "conditional_integration", "back_calculation", "none", "none"]
+    gains = [Gains(p=float(rng.uniform(1, 50)), i=float(rng.uniform(0, 20)) * (j != 4), d=float(rng.uniform(0, 5)),
+                   i_clamp_max=1.0, i_clamp_min=-1.0, u_clamp_max=float(rng.uniform(2, 8)), u_clamp_min=-5.0,
+                   antiwindup_strategy=strategies[j], error_deadband=1e-3 if j == 5 else 2.2e-16,
+                   derivative_filter_time_constant=0.002 * (j % 2), error_filter_time_constant=0.002 * (j > 2))
+             for j in range(6)]
+    pid = VectorPid(gains)
+    state = {"e": np.zeros(6), "d": np.zeros(6), "e_primed": np.zeros(6, bool), "d_primed": np.zeros(6, bool),
+             "i": np.zeros(6)}
+    for step in range(400):
+        error, error_dot = rng.normal(0, 0.5, 6), rng.normal(0, 2.0, 6)
+        if step % 37 == 5:
+            error[step % 6] = math.nan                 # a non-finite joint: 0, its state untouched
+        if step % 53 == 9:
+            error_dot[(step + 1) % 6] = math.inf
+        dt = 0.004 if step % 11 == 0 else 0.001
+        expected = _vector_reference_step(pid, state, error, error_dot, dt)
+        assert np.array_equal(pid.compute(error, error_dot, dt), expected)
+        assert np.array_equal(pid.i_term, state["i"]) and np.array_equal(pid.error_filtered, state["e"])
