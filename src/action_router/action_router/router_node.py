@@ -64,7 +64,7 @@ def declare_extra_zones(node: LifecycleNode) -> None:
 
 class RouterNode(LifecycleNode):
     def __init__(self, node_name: str = "action_router", **kwargs):
-        self._tick_on_state = self._timer_fills_gaps = self._stamp_with_state = False
+        self._tick_on_state = self._timer_fills_gaps = self._stamp_with_state = self._take_before_tick = False
         self._period, self._last_tick = 0.001, 0.0
         super().__init__(node_name, **kwargs)
         declare_all(self, DEFAULTS)
@@ -191,6 +191,9 @@ class RouterNode(LifecycleNode):
             self._loop_window_ticks = 0
         source = str(r.cfg["tick_source"])
         self._tick_on_state, self._timer_fills_gaps = source != "timer", source == "state_or_timer"
+        # one tick per state, the same in every run (lockstep): a tick first takes every sample sent
+        # before its state; where the timer may tick too, no run repeats another and the tick is not held
+        self._take_before_tick = source == "joint_states"
         self._period = 1.0 / hz
         # what exists now lives as long as the node: out of the collector's reach (a full collection ~7 ms -> us)
         gc.collect()
@@ -365,7 +368,8 @@ class RouterNode(LifecycleNode):
                 if t <= self._last_state_tick:   # re-sent (a sim paused at a boundary) or older: no new period
                     return
                 self._last_state_tick = t
-                take_waiting(self._samples)      # every sample sent before this state, in every run
+                if self._take_before_tick:
+                    take_waiting(self._samples)  # every sample sent before this state, in every run
             self._on_control(t if self._stamp_with_state else None)   # each tick sees exactly this state
             if self._timer_fills_gaps and self._control_timer is not None:
                 self._control_timer.reset()     # re-armed: fires only after a period without a state
