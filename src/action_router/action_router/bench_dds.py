@@ -12,7 +12,11 @@ before the publish). Targets:
   motor_command reliable depth 10): two DDS hops plus one rclpy dispatch, the floor of any node.
 * the router node (``command_stamp: state``) as configured (``tick_source: state_or_timer``: a tick
   on each joint state, the timer only filling gaps in the state stream), and with ``tick_source:
-  timer`` (the 1 kHz timer alone: a state waits for the next tick, up to one period).
+  timer`` (the 1 kHz timer alone: a state waits for the next tick, up to one period). The state
+  stamp only labels the commands: the lockstep's draining of other readers before a tick runs
+  under ``tick_source: joint_states`` alone. What still differs from the robot profile
+  (``command_stamp: now``): the task key is updated after a tick's command on a 30 Hz grid of state
+  time instead of by the key timer.
 
 The loop period is measured from the commands' source timestamps (the router's publish time of
 each tick): period p50, its standard deviation (the jitter), p99/p99.9/max and the ticks late by
