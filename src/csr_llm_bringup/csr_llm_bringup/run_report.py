@@ -251,7 +251,8 @@ class RunStats:
         ax.set_xlabel("sim time [s]")
         ax.set_ylabel("decision TTFT [ms]")
         ax.set_title("Decision TTFT over the run")
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:     # a run without decisions, evictions or swaps has none
+            ax.legend(fontsize=8)
         paths.append(_save(fig, run_dir / "ttft.png"))
         joints = [j for j in self.tracking if not j.startswith("gripper")][:4]
         fig, axes = plt.subplots(max(1, len(joints)), 1, figsize=(9, 1.9 * max(1, len(joints))), sharex=True,
