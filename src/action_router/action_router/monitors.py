@@ -95,20 +95,15 @@ class ClampMonitor:
     def __init__(self, n: int, persist: float = 0.25):
         self.persist = float(persist)
         self.since = np.full(n, np.nan)
-        self._timing = False                # some joint's clamp is being timed (since not all NaN)
 
     def reset(self) -> None:
         self.since[:] = np.nan
-        self._timing = False
 
     def update(self, clamped: np.ndarray, now: float) -> bool:
         if not clamped.any():               # the usual tick: nothing clamped, nothing to time
-            if self._timing:
-                self.since[:] = np.nan
-                self._timing = False
+            self.since[:] = np.nan
             return False
         self.since = np.where(clamped, np.where(np.isnan(self.since), now, self.since), np.nan)
-        self._timing = True
         return bool((now - self.since >= self.persist).any())
 
 

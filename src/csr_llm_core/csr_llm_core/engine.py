@@ -122,7 +122,7 @@ class LlamaEngine:
 
     def _snapshot_kept_prefix(self) -> None:
         keep = self._keep_tokens
-        if keep and self._kept_state is None and len(self.tokens) == len(keep) and self.tokens == keep:
+        if keep and self._kept_state is None and self.tokens == keep:
             import llama_cpp
             ctx = self.llm._ctx.ctx
             size = llama_cpp.llama_state_seq_get_size(ctx, 0)
@@ -165,8 +165,7 @@ class LlamaEngine:
             self.llm._batch.set_batch(batch=piece, n_past=len(self.tokens), logits_all=False)
             self.llm._ctx.decode(self.llm._batch)
             self.tokens.extend(piece)
-            if self._kept_state is None and len(self.tokens) == len(self._keep_tokens):
-                self._snapshot_kept_prefix()
+            self._snapshot_kept_prefix()
 
     def _pieces(self, tokens: List[int], step: int, by_line: bool) -> List[List[int]]:
         pieces: List[List[int]] = []
