@@ -54,7 +54,9 @@ class RecorderNode(Node):
         self.create_subscription(String, "scenario/expectations", self._on_expectation, suite_qos.SCENARIO_EVENTS)
         self.create_subscription(String, "sim/truth", self._on_truth, suite_qos.COMMANDS)
         self._closed = False
-        self._printer = threading.Thread(target=self._status_loop, daemon=True)
+        # stopped and joined in close(): no thread of ours is left printing while the interpreter exits
+        self._printer_stop = threading.Event()
+        self._printer = threading.Thread(target=self._status_loop, name="recorder-status", daemon=True)
         if self.status_period > 0:
             self._printer.start()
         self.get_logger().info(f"recording {len(self.wanted)} topics to {self.bag_path} ({self.storage})")
@@ -154,10 +156,8 @@ class RecorderNode(Node):
                    else ""))
 
     def _status_loop(self) -> None:
-        while not self._closed:
-            time.sleep(self.status_period)
-            if not self._closed:
-                print(f"[status] {self.status_line()}", flush=True)
+        while not self._printer_stop.wait(self.status_period):
+            print(f"[status] {self.status_line()}", flush=True)
 
     def close(self) -> None:
         with self._lock:
@@ -165,6 +165,9 @@ class RecorderNode(Node):
                 return
             self._closed = True
             self.writer.close()
+        self._printer_stop.set()
+        if self._printer.is_alive():
+            self._printer.join(timeout=2.0)
         if self.make_report:
             summary = self.stats.write(self.run_dir, self.bag_path)
             self.get_logger().info(f"run report: {self.run_dir / 'report.md'} ({summary})")

@@ -70,6 +70,16 @@ def stamp_s(msg) -> float:
     return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
 
 
+def node_log_tails(runs_dir: Path, names, chars: int = 2000) -> str:
+    """The end of each named node's log in the run (a native crash's stacks are there, not in the
+    runner's output)."""
+    tails = []
+    for name in names:
+        for log in sorted(runs_dir.glob(f"*/{name}.log")):
+            tails.append(f"--- {log}\n{log.read_text(errors='replace')[-chars:]}")
+    return "\n".join(tails)
+
+
 def flip_bytes(path: Path, count: int = 4096) -> None:
     data = bytearray(path.read_bytes())
     middle = len(data) // 2
@@ -166,7 +176,8 @@ def test_killed_reasoning_node_and_router_inside_the_running_graph(tmp_path):
     assert re.search(r"\[runner\] /action_router exited unexpectedly with code -9", out), out[-4000:]
     assert rc == 1, out[-3000:]
     codes = re.search(r"exit codes: (\{.*\})", out).group(1)
-    assert "'aggregator': 0" in codes and "'reasoning': 0" in codes and "'recorder': 0" in codes, codes
+    assert "'aggregator': 0" in codes and "'reasoning': 0" in codes and "'recorder': 0" in codes, \
+        (codes, node_log_tails(tmp_path / "runs", ("aggregator", "reasoning", "recorder")))
     for _, cmd in commands:
         assert all(math.isfinite(v) and abs(v) <= lim + 1e-9 for v, lim in zip(cmd.effort, cmd.effort_limit))
 

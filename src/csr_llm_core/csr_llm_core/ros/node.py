@@ -50,6 +50,9 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
              executor_factory: Callable[[Node], Executor] = _single_threaded,
              after_start: Optional[Callable[[Node], None]] = None,
              before_stop: Optional[Callable[[Node], None]] = None) -> int:
+    # a native crash (SIGSEGV, SIGABRT) prints every thread's Python stack to stderr, which the
+    # runner keeps in the node's log: the exit code alone does not say where a node died
+    faulthandler.enable(all_threads=True)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -86,6 +89,9 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
             executor.shutdown(timeout_sec=EXECUTOR_SHUTDOWN_S)
         if thread is not None:
             thread.join(timeout=SPIN_JOIN_S)
+            if thread.is_alive():     # rclpy does not support destroying a node its executor still runs
+                print(f"{thread.name}: still in a callback {SPIN_JOIN_S:g} s after the stop, in "
+                      f"{thread_where(thread)}; destroying the node anyway", file=sys.stderr, flush=True)
         if node is not None:
             _destroy_within_bound(node)
         if rclpy.ok():
