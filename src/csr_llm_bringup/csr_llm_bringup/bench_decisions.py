@@ -10,7 +10,12 @@ module collects the runs and writes::
      "scenarios": {name: {the same keys, ...}}}
 
 plus a bar plot of the accuracy per scenario with its 95 % Wilson interval and the chance level,
-and prints a table. A safety figure next to the accuracy: `hold_violations` of `hold_decisions`,
+and prints a table. The overall accuracy has two intervals: the Wilson interval over the pooled
+decisions, and a bootstrap over scenarios (`accuracy_ci95_scenarios`). The decisions of one
+scenario are not independent (a model that copies its last answer repeats one mistake a dozen
+times), so the first is too narrow to compare two configurations; `--compare BASE NEW` prints
+each scenario's change and the overall change with its paired scenario-bootstrap interval.
+A safety figure next to the accuracy: `hold_violations` of `hold_decisions`,
 the scored decisions in windows where only pausing intents (catalogue `pauses_task`) are
 acceptable that chose a task instead (acting when it should hold). Plain module (it starts the
 graph as subprocesses; no rclpy here).
@@ -29,6 +34,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from .decision_score import chance_of_match, parse_expectation, percentile, round_or_none, wilson_interval
 from .paths import config_dir
 
+BOOTSTRAP_RESAMPLES = 4000
 STARTUP_WALL_S = 90.0       # wall allowance on top of the scenario for model load and discovery
 WALL_PER_SIM_S = 6.0        # lockstepped graph on two loaded cores: ~2-3 wall s per sim s, with margin
 
@@ -129,6 +135,7 @@ def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
             intents[name] = intents.get(name, 0) + int(count)
     chances = [(r["chance_accuracy"], r["decisions_scored"]) for r in ok if r["chance_accuracy"] is not None]
     low, high = wilson_interval(matched, scored)
+    by_scenario = scenario_bootstrap_ci([(r["decisions_matched"], r["decisions_scored"]) for r in ok])
     return {
         "decision_accuracy": round(matched / scored, 4) if scored else None,
         "reaction_p50_s": round_or_none(percentile(reactions, 50.0), 3),
@@ -142,11 +149,68 @@ def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
         "hold_decisions": sum(r["hold_decisions"] for r in ok),
         "hold_violations": sum(r["hold_violations"] for r in ok),
         "accuracy_ci95": [round(low, 4), round(high, 4)],
+        "accuracy_ci95_scenarios": by_scenario,
         "chance_accuracy": (round(sum(c * n for c, n in chances) / sum(n for _, n in chances), 4)
                             if chances and sum(n for _, n in chances) else None),
         "scenarios_run": len(ok),
         "scenarios_failed": sorted(name for name, r in results.items() if "error" in r),
     }
+
+
+def scenario_bootstrap_ci(counts: Sequence[Sequence[int]], base: Optional[Sequence[Sequence[int]]] = None,
+                          resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> Optional[List[float]]:
+    """95 % percentile-bootstrap interval of the pooled accuracy over scenarios, each given as
+    (matched, scored): whole scenarios are resampled with replacement. With `base` (the same
+    scenarios, in the same order, under another configuration) it is the interval of the
+    difference, both sides resampled alike (paired). None with fewer than two scenarios."""
+    import numpy as np
+    new = np.asarray(counts, dtype=float).reshape(-1, 2)
+    if len(new) < 2 or (base is not None and len(base) != len(new)):
+        return None
+    picks = np.random.default_rng(seed).integers(0, len(new), size=(resamples, len(new)))
+
+    def pooled(c: Any) -> Any:
+        matched, scored = c[picks, 0].sum(axis=1), c[picks, 1].sum(axis=1)
+        return np.divide(matched, scored, out=np.full(resamples, np.nan), where=scored > 0)
+
+    stat = pooled(new) - (pooled(np.asarray(base, dtype=float).reshape(-1, 2)) if base is not None else 0.0)
+    stat = stat[np.isfinite(stat)]
+    if not len(stat):
+        return None
+    low, high = np.percentile(stat, [2.5, 97.5])
+    return [round(float(low), 4), round(float(high), 4)]
+
+
+def compare(base: Dict[str, Any], new: Dict[str, Any]) -> str:
+    """Per scenario (those both runs scored) the accuracy before and after; then the pooled change
+    with its paired scenario-bootstrap 95 % interval."""
+    names = [n for n, r in new["scenarios"].items()
+             if "error" not in r and "error" not in base["scenarios"].get(n, {"error": "missing"})]
+    rows = [f"{'scenario':<22} {'base':>6} {'new':>6} {'change':>7}  task base/new"]
+    pairs = []
+    for name in names:
+        a, b = base["scenarios"][name], new["scenarios"][name]
+        pairs.append(((a["decisions_matched"], a["decisions_scored"]), (b["decisions_matched"], b["decisions_scored"])))
+        acc_a, acc_b = a["decision_accuracy"] or 0.0, b["decision_accuracy"] or 0.0
+        rows.append(f"{name:<22} {acc_a:>6.2f} {acc_b:>6.2f} {acc_b - acc_a:>+7.2f}  "
+                    f"{_task(a)}/{_task(b)}")
+    if not pairs:
+        return "no scenario scored in both runs"
+    matched_a, scored_a = (sum(p[0][i] for p in pairs) for i in (0, 1))
+    matched_b, scored_b = (sum(p[1][i] for p in pairs) for i in (0, 1))
+    acc_a, acc_b = matched_a / max(scored_a, 1), matched_b / max(scored_b, 1)
+    ci = scenario_bootstrap_ci([p[1] for p in pairs], base=[p[0] for p in pairs])
+    moved = sum(1 for p in pairs if abs(p[1][0] / max(p[1][1], 1) - p[0][0] / max(p[0][1], 1)) >= 0.1)
+    rows.append(f"{'OVERALL':<22} {acc_a:>6.2f} {acc_b:>6.2f} {acc_b - acc_a:>+7.2f}  "
+                f"paired scenario bootstrap 95 % of the change: "
+                + ("-" if ci is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]")
+                + f"; {moved} of {len(pairs)} scenarios moved by 0.10 or more")
+    return "\n".join(rows)
+
+
+def _task(r: Dict[str, Any]) -> str:
+    rate = r.get("task_success_rate")
+    return "-" if rate is None else f"{rate:.0%}"
 
 
 def bench_json(results: Dict[str, Dict[str, Any]], wall_s: float) -> Dict[str, Any]:
@@ -171,6 +235,10 @@ def table(bench: Dict[str, Any]) -> str:
                     f"{fmt(r['reaction_p50_s'], '.1f'):>9} "
                     f"{fmt(r['reaction_max_s'], '.1f'):>9} {fmt(r['task_success_rate'], '.0%'):>4} "
                     f"{fmt(r['ttft_p50_ms'], '.0f'):>8} {_hold_cell(r):>10}  {top}")
+    by_scenario = bench["overall"].get("accuracy_ci95_scenarios")
+    if by_scenario:
+        rows.append(f"overall accuracy, 95 % bootstrap over scenarios: {by_scenario[0]:.2f}-{by_scenario[1]:.2f} "
+                    "(decisions within a scenario are not independent: use this one to compare runs)")
     return "\n".join(rows)
 
 
@@ -221,7 +289,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",
                         help="parameter override for every run")
     parser.add_argument("--rescore", action="store_true", help="do not run; re-read the runs already in --runs-dir")
+    parser.add_argument("--compare", nargs=2, metavar=("BASE_JSON", "NEW_JSON"),
+                        help="do not run; compare two bench results scenario by scenario")
     args = parser.parse_args(argv)
+    if args.compare:
+        base, new = (json.loads(Path(path).read_text()) for path in args.compare)
+        print(compare(base, new))
+        return 0
     from csr_llm_core.catalogue import IntentCatalogue
     catalogue = IntentCatalogue.from_file(config_dir() / "intents.yaml")
     available = suite_scenarios()

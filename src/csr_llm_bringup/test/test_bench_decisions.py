@@ -4,7 +4,9 @@ import json
 
 import pytest
 
-from csr_llm_bringup.bench_decisions import bench_json, plot, scenario_result, suite_scenarios, table
+from csr_llm_bringup.bench_decisions import (bench_json, compare, plot, scenario_bootstrap_ci, scenario_result,
+                                             suite_scenarios, table)
+from csr_llm_bringup.decision_score import wilson_interval
 from csr_llm_bringup.run_report import RunStats
 
 KEYS = {"decision_accuracy", "reaction_p50_s", "reaction_max_s", "task_success_rate", "intents", "ttft_p50_ms",
@@ -48,6 +50,8 @@ def test_pooled_results(tmp_path, catalogue):
     assert overall["intents"] == {"stop": 3, "move_to": 2}
     assert overall["ttft_p50_ms"] == pytest.approx(300.0)
     assert overall["scenarios_failed"] == ["c"]
+    low, high = overall["accuracy_ci95_scenarios"]          # two scenarios, 2/3 and 0/2
+    assert 0.0 <= low <= overall["decision_accuracy"] <= high <= round(2 / 3, 4)
     json.dumps(bench)
     text = table(bench)
     assert "OVERALL" in text and "FAILED: run exited 1" in text
@@ -106,3 +110,36 @@ def test_acting_where_only_pausing_intents_are_acceptable_is_counted(tmp_path, c
     overall = bench_json({"hold": result, "moving": moving}, wall_s=1.0)["overall"]
     assert (overall["hold_decisions"], overall["hold_violations"]) == (3, 1)
     assert "1/3" in table(bench_json({"hold": result}, wall_s=1.0))
+
+
+def test_the_scenario_bootstrap_resamples_whole_scenarios():
+    # every scenario at 0.7: resampling scenarios cannot move the pooled accuracy
+    assert scenario_bootstrap_ci([(7, 10), (14, 20), (35, 50)]) == [0.7, 0.7]
+    # half the scenarios all right, half all wrong, 40 decisions each: 400 decisions pooled give a
+    # narrow Wilson interval, but the scenarios disagree and only 10 of them were seen
+    split = [(40, 40)] * 5 + [(0, 40)] * 5
+    low, high = scenario_bootstrap_ci(split)
+    w_low, w_high = wilson_interval(200, 400)
+    assert low < w_low - 0.1 and high > w_high + 0.1
+    assert scenario_bootstrap_ci(split) == [low, high]       # seeded: the same interval every run
+    assert scenario_bootstrap_ci([(3, 4)]) is None
+    # paired: the same results under two configurations change by nothing, whatever the resample
+    assert scenario_bootstrap_ci(split, base=split) == [0.0, 0.0]
+    better = [(40, 40)] * 6 + [(0, 40)] * 4             # one scenario flipped to right: +0.1 pooled
+    low, high = scenario_bootstrap_ci(better, base=split)
+    assert 0.0 <= low <= 0.1 <= high
+    assert scenario_bootstrap_ci(better, base=split[:3]) is None
+
+
+def test_compare_lists_each_scenario_and_the_paired_change():
+    def result(matched, scored, task=None):
+        return {"decision_accuracy": matched / scored, "decisions_matched": matched, "decisions_scored": scored,
+                "task_success_rate": task}
+    base = {"scenarios": {"a": result(10, 20, 0.0), "b": result(18, 20), "c": result(5, 10), "d": {"error": "x"}}}
+    new = {"scenarios": {"a": result(20, 20, 1.0), "b": result(18, 20), "c": result(5, 10), "d": result(1, 1)}}
+    text = compare(base, new)
+    lines = {line.split()[0]: line for line in text.splitlines()}
+    assert "d" not in lines                                       # failed in the base run: not compared
+    assert "+0.50" in lines["a"] and "0%/100%" in lines["a"] and "+0.00" in lines["b"]
+    assert "0.66" in lines["OVERALL"] and "0.86" in lines["OVERALL"] and "+0.20" in lines["OVERALL"]
+    assert "1 of 3 scenarios moved" in lines["OVERALL"]
