@@ -247,7 +247,8 @@ def _hold_cell(r: Dict[str, Any]) -> str:
 
 
 def plot(bench: Dict[str, Any], path: Path, n_intents: Optional[int] = None) -> Path:
-    """Accuracy per scenario (bars) with 95 % Wilson intervals, the scenario's chance level
+    """Accuracy per scenario (bars) with 95 % Wilson intervals (the overall bar: the bootstrap over
+    scenarios when there is one), the scenario's chance level
     (a uniformly random decision) as a black tick, and 1/number of intents as a dashed line."""
     import matplotlib
     matplotlib.use("Agg")
@@ -257,10 +258,15 @@ def plot(bench: Dict[str, Any], path: Path, n_intents: Optional[int] = None) -> 
     xs = list(range(len(items)))
     acc = [r["decision_accuracy"] or 0.0 for _, r in items]
     ci = [r.get("accuracy_ci95") or [0.0, 1.0] for _, r in items]
+    # the overall bar: the bootstrap over scenarios (its decisions are not independent of each other)
+    overall_ci = bench["overall"].get("accuracy_ci95_scenarios")
+    if overall_ci:
+        ci[-1] = overall_ci
     colours = ["tab:blue"] * (len(items) - 1) + ["tab:purple"]
     ax.bar(xs, acc, color=colours, alpha=0.8)
     ax.errorbar(xs, acc, yerr=[[a - c[0] for a, c in zip(acc, ci)], [c[1] - a for a, c in zip(acc, ci)]],
-                fmt="none", ecolor="k", capsize=3, lw=1, label="95 % Wilson interval")
+                fmt="none", ecolor="k", capsize=3, lw=1,
+                label="95 % Wilson interval" + ("; OVERALL: bootstrap over scenarios" if overall_ci else ""))
     chance = [(x, r.get("chance_accuracy")) for x, (_, r) in zip(xs, items) if r.get("chance_accuracy") is not None]
     if chance:
         ax.scatter([c[0] for c in chance], [c[1] for c in chance], marker="_", s=300, color="k", zorder=3,
