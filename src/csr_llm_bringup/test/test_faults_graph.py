@@ -94,9 +94,11 @@ def test_killed_reasoning_node_and_router_inside_the_running_graph(tmp_path):
                            "--set", "reasoning.checkpoint_period_s=1.0", "--set", "reasoning.status_hz=5.0",
                            "--set", f"reasoning.archive_path={tmp_path / 'archive.jsonl'}",
                            # the joint states of this test stand still (no plant) and its Python stream
-                           # may pause on a loaded machine: neither a clamp nor a stale state may end
-                           # the task here, only the decision stream's loss
-                           "--set", "action_router.state_timeout_s=1.0",
+                           # shares this process with a 1 kHz command subscription: on a loaded machine
+                           # it paused > 1 s once (stop 33), and the stale-state fail-safe ended the task
+                           # before the decision stream's loss could. Neither a clamp nor a stale state
+                           # may end the task here: the stale-state timeout outlasts the decision timeout.
+                           "--set", "action_router.state_timeout_s=15.0",
                            "--set", "action_router.failsafe_clamp_persist_s=60.0"])
     decisions, statuses, commands, recovery = [], [], [], {}
     try:
