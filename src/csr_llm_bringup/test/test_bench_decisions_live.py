@@ -1,4 +1,5 @@
-"""bench_decisions end to end: one suite scenario through the real lockstepped graph and the model."""
+"""bench_decisions end to end: one suite scenario through the real lockstepped graph and the model,
+then the same run read back as an adapter training stream (live_episodes.py)."""
 import json
 import subprocess
 import sys
@@ -8,7 +9,7 @@ import pytest
 pytestmark = [pytest.mark.dds, pytest.mark.slow]
 
 
-def test_one_scenario_through_the_graph_is_scored(tmp_path):
+def test_one_scenario_through_the_graph_is_scored(tmp_path, catalogue, template):
     out, png = tmp_path / "decisions.json", tmp_path / "decisions.png"
     result = subprocess.run(
         [sys.executable, "-m", "csr_llm_bringup.bench_decisions", "--scenarios", "door_open",
@@ -30,3 +31,21 @@ def test_one_scenario_through_the_graph_is_scored(tmp_path):
     assert summary["scenario"] == "door_open" and summary["task_success"] in (True, False)
     assert (run / "decisions.png").exists() and png.exists()
     assert "## Decision scoring" in (run / "report.md").read_text()
+
+    # the run as an adapter training stream: each scored decision is a probe on the chunks its
+    # prefix held, and deciding those probes offline gives the decisions the live graph made
+    from csr_llm_core.decision_eval import evaluate
+    from csr_llm_core.engine import LlamaEngine
+    from csr_llm_core.live_episodes import run_stream
+    stream, counts, live = run_stream(run)
+    assert counts["probes"] + counts["unseen"] == scenario["decisions_scored"]
+    assert counts["decisions"] == counts["probes"] + counts["unseen"] + counts["skipped"]
+    assert counts["probes"] >= 0.8 * scenario["decisions_scored"]
+    assert len(live) == len(stream.probes) == counts["probes"]
+    engine = LlamaEngine(n_ctx=4096, n_threads=1, name="replay")
+    try:
+        offline = [o.intent for o in evaluate(engine, catalogue, template, {"door_open": ("live", stream)})]
+    finally:
+        engine.close()
+    agree = sum(a == b for a, b in zip(live, offline))
+    assert agree >= 0.9 * len(live), (live, offline)

@@ -25,9 +25,9 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, cast
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .aggregator import KIND_EVENT, ChunkOut
+from .aggregator import KIND_EVENT
 from .catalogue import IntentCatalogue
 from .decision_situations import SITUATIONS, Probe, Stream
 
@@ -49,38 +49,13 @@ BASELINE_PROMPT = {
 }
 
 
-class _StateChunkMsg(Protocol):
-    """The fields of csr_llm_msgs/msg/StateChunk read here (rosbags deserializes to untyped classes)."""
-    header: Any
-    seq: int
-    source_topic: str
-    kind: int
-    text: str
-
-
 def golden_bag_stream(bag: Path) -> Optional[Stream]:
     """The golden bag's recorded `state_chunks`, probed after its events (None without rosbags)."""
     try:
-        from rosbags.highlevel import AnyReader
-        from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+        from .live_episodes import read_topics, state_chunks
+        chunks = state_chunks(read_topics(bag, ["state_chunks"])["state_chunks"])
     except ImportError:
         return None
-    msg_dir = Path(__file__).resolve().parents[2] / "msgs" / "msg"
-    store = get_typestore(Stores.ROS2_KILTED if hasattr(Stores, "ROS2_KILTED") else Stores.LATEST)
-    types = {}
-    for name in ("StateChunk",):
-        types.update(get_types_from_msg((msg_dir / f"{name}.msg").read_text(), f"csr_llm_msgs/msg/{name}"))
-    store.register(types)
-    chunks = []
-    with AnyReader([bag.parent if bag.is_file() else bag], default_typestore=store) as reader:
-        connections = [c for c in reader.connections if c.topic.lstrip("/") == "state_chunks"]
-        for connection, _, raw in reader.messages(connections=connections):
-            msg = cast(_StateChunkMsg, reader.deserialize(raw, connection.msgtype))
-            if msg.kind == 2:      # watermarks carry no text
-                continue
-            stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-            chunks.append(ChunkOut(msg.seq, stamp, msg.source_topic, msg.kind, msg.text))
-    chunks.sort(key=lambda c: c.seq)
     probes = []
     for index, chunk in enumerate(chunks):
         if chunk.kind == KIND_EVENT and chunk.text.endswith("task: open the door"):

@@ -148,6 +148,14 @@ def main(argv=None) -> int:
                         help="recorded features are cached here (reused when episodes/seed/head match)")
     parser.add_argument("--out", type=Path, default=DEFAULT_ADAPTER)
     parser.add_argument("--skip-heldout", action="store_true", help="do not score decision_eval's situations")
+    parser.add_argument("--live-runs", type=Path, default=None,
+                        help="folder of recorded scenario runs (<scenario>/latest, as `python -m "
+                             "csr_llm_bringup.training_scenarios` writes them): their decisions are probes too")
+    parser.add_argument("--live-weight", type=float, default=1.0,
+                        help="weight of a live probe relative to a generated one in the fit")
+    parser.add_argument("--live-features", type=Path, default=Path("build/intent_adapter/live_features.npz"))
+    parser.add_argument("--compare-adapter", type=Path, default=None,
+                        help="also score this adapter file on the held-out live probes (default: the bundled one)")
     args = parser.parse_args(argv)
     catalogue = IntentCatalogue.from_file(args.config_dir / "intents.yaml")
     template = PromptTemplate.from_mapping(yaml.safe_load((args.config_dir / "prompt.yaml").read_text()))
@@ -165,20 +173,39 @@ def main(argv=None) -> int:
     if data is None:
         print(f"recording {args.episodes} generated episodes ...", file=sys.stderr, flush=True)
         data = record(engine, catalogue, template, generate(args.episodes, args.seed), anchors=args.anchors)
-        args.features.parent.mkdir(parents=True, exist_ok=True)
-        arrays = {k: np.asarray(v) for k, v in data.items()}
-        arrays["key"] = np.array(json.dumps(key, sort_keys=True))
-        np.savez_compressed(args.features, **arrays)  # type: ignore[arg-type]  # numpy stubs: **kwds vs allow_pickle
+        _save(args.features, data, key)
     hidden, base, accept, episode = data["hidden"], data["base"], data["accept"], data["episode"]
     held = episode % 5 == 0
+    live = np.zeros(len(hidden), dtype=bool)
+    if args.live_runs is not None:
+        from .live_episodes import run_streams
+        runs = sorted(args.live_runs.glob("*/latest"))
+        live_key = dict(key, runs=[[r.parent.name, _digest(r / "decisions.json")] for r in runs])
+        live_data = _cached(args.live_features, live_key)
+        if live_data is None:
+            streams = run_streams(runs)
+            print(f"recording {len(streams)} live runs ...", file=sys.stderr, flush=True)
+            live_data = record(engine, catalogue, template, streams, anchors=args.anchors)
+            _save(args.live_features, live_data, live_key)
+        hidden, base, accept = (np.concatenate([data[k], live_data[k]]) for k in ("hidden", "base", "accept"))
+        held = np.concatenate([held, live_data["episode"] % 5 == 0])
+        live = np.concatenate([live, np.ones(len(live_data["hidden"]), dtype=bool)])
+        key["live_runs"] = len(runs)
+        key["live_weight"] = args.live_weight
+    weight = np.where(live, args.live_weight, 1.0)
     settings = {"l2": args.l2, "learning_rate": args.learning_rate, "steps": args.steps}
-    weights = fit(hidden[~held], base[~held], accept[~held], **settings)
-    scores = {"train_examples": int(len(hidden)), "val_examples": int(held.sum()),
-              "val_accuracy": round(accuracy(hidden[held], base[held], accept[held], weights), 3),
-              "val_base_accuracy": round(accuracy(hidden[held], base[held], accept[held]), 3),
-              "val_chance": round(float(accept[held].mean()), 3),
+    weights = fit(hidden[~held], base[~held], accept[~held], sample_weight=weight[~held], **settings)
+    generated = held & ~live
+    scores = {"train_examples": int(len(hidden)), "val_examples": int(generated.sum()),
+              "val_accuracy": round(accuracy(hidden[generated], base[generated], accept[generated], weights), 3),
+              "val_base_accuracy": round(accuracy(hidden[generated], base[generated], accept[generated]), 3),
+              "val_chance": round(float(accept[generated].mean()), 3),
               "train_accuracy": round(accuracy(hidden[~held], base[~held], accept[~held], weights), 3)}
-    final = fit(hidden, base, accept, **settings)
+    if live.any():
+        scores.update(_live_scores(hidden[held & live], base[held & live], accept[held & live], weights,
+                                   args.compare_adapter or DEFAULT_ADAPTER))
+    print(json.dumps(scores, sort_keys=True), file=sys.stderr, flush=True)
+    final = fit(hidden, base, accept, sample_weight=weight, **settings)
     adapter = IntentAdapter(list(data["intents"]), *final, meta=dict(key, l2=args.l2, **scores),
                             anchors=args.anchors)
     adapter.save(args.out)
@@ -189,6 +216,35 @@ def main(argv=None) -> int:
     print(json.dumps(adapter.meta, indent=1, sort_keys=True))
     print(f"wrote {args.out} ({time.perf_counter() - started:.0f} s)")
     return 0
+
+
+def _live_scores(hidden, base, accept, weights, other: Path) -> dict:
+    """Held-out live probes: this fit, the bare model, chance and another adapter file (what the
+    runs decided with, by default), all on the same probes."""
+    scores = {"live_val_examples": int(len(hidden)),
+              "live_val_accuracy": round(accuracy(hidden, base, accept, weights), 3),
+              "live_val_base_accuracy": round(accuracy(hidden, base, accept), 3),
+              "live_val_chance": round(float(accept.mean()), 3)}
+    try:
+        with np.load(other, allow_pickle=False) as saved:
+            previous = tuple(saved[k].astype(np.float64) for k in ("weights", "bias", "mean", "scale"))
+        if previous[0].shape[1] == hidden.shape[1]:
+            scores["live_val_compared_accuracy"] = round(accuracy(hidden, base, accept, previous), 3)
+    except (OSError, KeyError, ValueError) as err:
+        print(f"cannot score {other} on the live probes: {err}", file=sys.stderr)
+    return scores
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _save(path: Path, data: dict, key: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {k: np.asarray(v) for k, v in data.items()}
+    arrays["key"] = np.array(json.dumps(key, sort_keys=True))
+    np.savez_compressed(path, **arrays)  # type: ignore[arg-type]  # numpy stubs: **kwds vs allow_pickle
 
 
 def _cached(path: Path, key: dict):

@@ -1,0 +1,35 @@
+"""Generated training scenarios: valid scenario files, reproducible, covering every task and interruption."""
+import yaml
+
+from csr_llm_bringup.sim.scenario import load_scenario
+from csr_llm_bringup.training_scenarios import INTERRUPTIONS, GOTO_ONLY, write_scenarios
+
+
+def test_generated_scenarios_load_and_are_reproducible(tmp_path):
+    paths = write_scenarios(tmp_path / "a", 60, seed=3)
+    again = write_scenarios(tmp_path / "b", 60, seed=3)
+    assert [p.read_text() for p in paths] == [p.read_text() for p in again]
+    assert [p.read_text() for p in write_scenarios(tmp_path / "c", 3, seed=4)] != [p.read_text() for p in paths[:3]]
+    kinds = set()
+    for path in paths:
+        data = yaml.safe_load(path.read_text())
+        scenario = load_scenario(str(path))
+        assert not scenario.bench                      # never part of the bench suite
+        assert data["name"] == path.stem and data["duration"] >= 16.0
+        assert any("expect" in e for e in data["events"]), path
+        task, interruption = data["description"].rsplit(": ", 1)[1].split(", ")
+        kinds.add((task.split()[0], interruption))
+    assert {k for k, _ in kinds} == {"door", "goto", "pick"}
+    assert {i for _, i in kinds} == set(INTERRUPTIONS) | set(GOTO_ONLY)
+
+
+def test_a_person_scenario_pauses_then_resumes_the_task(tmp_path):
+    paths = write_scenarios(tmp_path, 80, seed=0)
+    person = next(yaml.safe_load(p.read_text()) for p in paths if p.read_text().count("person_left") > 0)
+    events = {e["id"]: e for e in person["events"]}
+    task_intents = set(events.get("task", events.get("resolved", {})).get("expect", {}).get("intents", []))
+    assert set(events["person_close"]["expect"]["intents"]) == {"back_off", "stop", "hold_position"}
+    assert events["person_close"]["expect"]["args"] == {"back_off.distance": {"max": 0.5}}
+    assert set(events["person_left"]["expect"]["intents"]) == task_intents
+    assert events["person_left"]["unless_goal"] == "done"       # nothing to resume once the task is done
+    assert "{person_distance:" in events["person_close"]["say"]
