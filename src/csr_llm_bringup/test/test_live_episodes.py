@@ -19,8 +19,9 @@ def _write_run(run, decisions_json):
     writer = open_writer(run / "bag")
     store = typestore()
     connections = {}
-    chunks = [(0.5, 0, StateChunk.KIND_CONTINUOUS, "joint_states: still"), (1.0, 1, StateChunk.KIND_EVENT, "task: open"),
-              (1.0, 2, StateChunk.KIND_WATERMARK, ""), (3.0, 2, StateChunk.KIND_EVENT, "person close")]
+    chunks = [(0.5, 0, StateChunk.KIND_CONTINUOUS, "joint_states: still"),
+              (1.0, 1, StateChunk.KIND_EVENT, "task: open"), (1.0, 2, StateChunk.KIND_WATERMARK, ""),
+              (3.0, 2, StateChunk.KIND_EVENT, "person close")]
     messages = [("/state_chunks", _stamp(StateChunk(seq=seq, kind=kind, text=text, source_topic="/events"), t))
                 for t, seq, kind, text in chunks]
     paused = IntentArgument(name="zone", type=IntentArgument.TYPE_STRING, string_value="door")
