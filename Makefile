@@ -132,13 +132,19 @@ bench-scene: setup
 scene-keys: setup
 	$(PY) -m csr_llm_bringup.sim.scene_keys --per-kind 500
 
-# Retrain the intent adapter from generated situations (after changing config/prompt.yaml, the
-# intents or the model: the reasoning node refuses an adapter trained for another head or model).
-# ~30 min on 2 cores; writes src/csr_llm_core/csr_llm_core/data/intent_adapter_gemma3_270m.npz.
+# Retrain the intent adapter (after changing config/prompt.yaml, the intents or the model: the
+# reasoning node refuses an adapter trained for another head or model): 24 generated training
+# scenarios run through the lockstepped graph with the adapter in the repository (~22 min), then
+# the fit on generated situations plus those runs' decisions (~30 min on 2 cores); writes
+# src/csr_llm_core/csr_llm_core/data/intent_adapter_gemma3_270m.npz. LIVE_RUNS_ARGS="--count 0"
+# trains on generated situations alone.
+LIVE_RUNS := build/intent_adapter/live_runs
 .PHONY: intent-adapter
 intent-adapter: setup
 	@mkdir -p build/intent_adapter
-	$(PY) -m csr_llm_core.intent_adapter_build $(ADAPTER_ARGS)
+	rm -rf $(LIVE_RUNS)
+	$(PY) -m csr_llm_bringup.training_scenarios --runs-dir $(LIVE_RUNS) $(LIVE_RUNS_ARGS)
+	$(PY) -m csr_llm_core.intent_adapter_build --live-runs $(LIVE_RUNS) $(ADAPTER_ARGS)
 
 # Memory recall: CSR vs sliding window vs BM25 retrieval vs full recompute vs CSR + archive recall on
 # generated 4K-32K-token histories (build/bench/recall.json + recall.png; ~10-15 min on 2 cores).

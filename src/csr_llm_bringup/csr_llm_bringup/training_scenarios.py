@@ -18,6 +18,7 @@ is ever run for training: the suite stays held out.
 """
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -216,6 +217,15 @@ def write_scenarios(directory: Path, count: int, seed: int = 0) -> List[Path]:
     return paths
 
 
+def decided_with(count: int, seed: int, overrides: List[str]) -> Dict[str, Any]:
+    """What the runs decide with (the bundled adapter unless overridden): an adapter trained on
+    them is one more step of the loop that collected them (DAgger), and its file says which."""
+    import hashlib
+    from csr_llm_core.intent_adapter import DEFAULT_ADAPTER
+    digest = hashlib.sha256(DEFAULT_ADAPTER.read_bytes()).hexdigest()[:16] if DEFAULT_ADAPTER.exists() else ""
+    return {"count": count, "seed": seed, "bundled_adapter_sha256": digest, "overrides": list(overrides)}
+
+
 def main(argv=None) -> int:
     """Write the training scenarios and run each once through the lockstepped graph."""
     import argparse
@@ -231,13 +241,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
     paths = write_scenarios(args.scenario_dir, args.count, args.seed)
+    args.runs_dir.mkdir(parents=True, exist_ok=True)
+    provenance = decided_with(args.count, args.seed, args.set)
+    (args.runs_dir / "decided_with.json").write_text(json.dumps(provenance) + "\n")
     failed = 0
     for index, path in enumerate(paths, 1):
         run = run_scenario(str(path.resolve()), args.runs_dir / path.stem, args.set)
         failed += run["returncode"] != 0
         print(f"[training-scenarios] {index}/{len(paths)} {path.stem}: exit {run['returncode']}, "
               f"{run['wall_s']:.0f} s wall ({time.monotonic() - started:.0f} s in all)", flush=True)
-    return 1 if failed == len(paths) else 0
+    return 1 if paths and failed == len(paths) else 0
 
 
 if __name__ == "__main__":

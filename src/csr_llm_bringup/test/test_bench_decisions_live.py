@@ -37,15 +37,20 @@ def test_one_scenario_through_the_graph_is_scored(tmp_path, catalogue, template)
     from csr_llm_core.decision_eval import evaluate
     from csr_llm_core.engine import LlamaEngine
     from csr_llm_core.live_episodes import run_stream
-    stream, counts, live = run_stream(run)
+    recorded = run_stream(run)
+    counts, stream = recorded.counts, recorded.stream
     assert counts["probes"] + counts["unseen"] == scenario["decisions_scored"]
     assert counts["decisions"] == counts["probes"] + counts["unseen"] + counts["skipped"]
     assert counts["probes"] >= 0.8 * scenario["decisions_scored"]
-    assert len(live) == len(stream.probes) == counts["probes"]
+    assert len(recorded.decided) == len(recorded.after_eviction) == len(stream.probes) == counts["probes"]
     engine = LlamaEngine(n_ctx=4096, n_threads=1, name="replay")
     try:
         offline = [o.intent for o in evaluate(engine, catalogue, template, {"door_open": ("live", stream)})]
     finally:
         engine.close()
-    agree = sum(a == b for a, b in zip(live, offline))
-    assert agree >= 0.9 * len(live), (live, offline)
+    # until the live state evicts (its recent events then lose the oldest lines) the replay decides
+    # as the graph did (32 of 32 here when measured; elsewhere one of ~25 differed)
+    before = [(live, replayed) for live, replayed, evicted in zip(recorded.decided, offline, recorded.after_eviction)
+              if not evicted]
+    assert len(before) >= 20, recorded.after_eviction
+    assert sum(live == replayed for live, replayed in before) >= 0.95 * len(before), before

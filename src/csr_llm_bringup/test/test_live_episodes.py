@@ -7,7 +7,7 @@ from rclpy.serialization import serialize_message
 
 from csr_llm_bringup.bags import open_writer, typestore
 from csr_llm_core.live_episodes import run_stream
-from csr_llm_msgs.msg import Decision, IntentArgument, RouterStatus, StateChunk
+from csr_llm_msgs.msg import CsrStatus, Decision, IntentArgument, RouterStatus, StateChunk
 
 
 def _stamp(msg, seconds):
@@ -27,11 +27,13 @@ def _write_run(run, decisions_json):
     paused = IntentArgument(name="zone", type=IntentArgument.TYPE_STRING, string_value="door")
     messages += [("/router_status", _stamp(RouterStatus(active_intent="open_door"), 1.2)),
                  ("/router_status", _stamp(RouterStatus(active_intent="stop", paused_intent="open_door",
-                                                        paused_arguments=[paused], interrupt_depth=1), 3.2))]
+                                                        paused_arguments=[paused], interrupt_depth=1), 3.2)),
+                 ("/csr_status", _stamp(CsrStatus(tau_mem=3000), 3.6))]
     # bag order is arrival order: the event-triggered decision at 3.0 arrives after the periodic one at 3.5
-    for t, seq, intent in ((0.5, 0, "hold_position"), (1.0, 1, "open_door"), (1.5, 1, "open_door"),
-                           (3.5, 2, "stop"), (3.0, 1, "open_door"), (4.0, 2, "open_door")):
-        messages.append(("/decision", _stamp(Decision(intent=intent, last_chunk_seq=seq), t)))
+    for t, seq, intent, tokens in ((0.5, 0, "hold_position", 2000), (1.0, 1, "open_door", 2100),
+                                   (1.5, 1, "open_door", 2100), (3.5, 2, "stop", 2900), (3.0, 1, "open_door", 2100),
+                                   (4.0, 2, "open_door", 3050)):
+        messages.append(("/decision", _stamp(Decision(intent=intent, last_chunk_seq=seq, prefix_tokens=tokens), t)))
     for index, (topic, msg) in enumerate(messages):
         if topic not in connections:
             name = type(msg).__module__.split(".")[0] + "/msg/" + type(msg).__name__
@@ -50,12 +52,14 @@ def test_scored_decisions_become_probes_on_the_prefix_they_were_made_on(tmp_path
                             {"event": "close", "start": 3.0,
                              "expect": {"intents": ["back_off", "stop"], "args": {}}}]}
     _write_run(tmp_path, detail)
-    stream, counts, decided = run_stream(tmp_path)
+    recorded = run_stream(tmp_path)
+    stream = recorded.stream
     # the decision at 3.0 was made on a prefix that ends before "person close": no label
-    assert counts == {"decisions": 6, "probes": 3, "skipped": 2, "unseen": 1}
+    assert recorded.counts == {"decisions": 6, "probes": 3, "skipped": 2, "unseen": 1}
     assert [c.text for c in stream.chunks] == ["joint_states: still", "task: open", "person close"]   # no watermark
     assert [position for position, _ in stream.probes] == [2, 3, 3]
-    assert decided == ["open_door", "stop", "open_door"]
+    assert recorded.decided == ["open_door", "stop", "open_door"]
+    assert recorded.after_eviction == [False, False, True]           # 3050 tokens > tau_mem: evicted, not swapped
     first, close, later = (probe for _, probe in stream.probes)
     assert first.accept == {"open_door"} and first.running == "open_door" and first.paused is None
     assert close.accept == {"back_off", "stop"} and close.running == "stop"

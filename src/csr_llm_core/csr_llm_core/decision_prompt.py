@@ -108,9 +108,12 @@ class DecisionPrompt:
         except AdapterMismatch as err:
             self.log.warning("%s; deciding without it", err)
             return None
-        self.log.info("intent adapter %s: trained on %s generated examples (held-out accuracy %s, bare model %s)",
-                      path.name, adapter.meta.get("train_examples"), adapter.meta.get("val_accuracy"),
-                      adapter.meta.get("val_base_accuracy"))
+        meta = adapter.meta
+        self.log.info("intent adapter %s: trained on %s examples, %s of them from %s recorded runs (held-out "
+                      "accuracy %s generated, %s live; bare model %s, %s)", path.name, meta.get("train_examples"),
+                      meta.get("live_examples", 0), meta.get("live_runs", 0), meta.get("val_accuracy"),
+                      meta.get("live_val_accuracy", "-"), meta.get("val_base_accuracy"),
+                      meta.get("live_val_base_accuracy", "-"))
         return adapter
 
     def calibrate(self, engine, grammar: DecisionGrammar, head: List[int]) -> dict:

@@ -177,9 +177,9 @@ def main(argv=None) -> int:
     hidden, base, accept, episode = data["hidden"], data["base"], data["accept"], data["episode"]
     held = episode % 5 == 0
     live = np.zeros(len(hidden), dtype=bool)
-    if args.live_runs is not None:
+    runs = sorted(args.live_runs.glob("*/latest")) if args.live_runs is not None else []
+    if runs:
         from .live_episodes import run_streams
-        runs = sorted(args.live_runs.glob("*/latest"))
         live_key = dict(key, runs=[[r.parent.name, _digest(r / "decisions.json")] for r in runs])
         live_data = _cached(args.live_features, live_key)
         if live_data is None:
@@ -192,11 +192,15 @@ def main(argv=None) -> int:
         live = np.concatenate([live, np.ones(len(live_data["hidden"]), dtype=bool)])
         key["live_runs"] = len(runs)
         key["live_weight"] = args.live_weight
+        provenance = args.live_runs / "decided_with.json"
+        if provenance.exists():
+            key["live_decided_with"] = json.loads(provenance.read_text())
     weight = np.where(live, args.live_weight, 1.0)
     settings = {"l2": args.l2, "learning_rate": args.learning_rate, "steps": args.steps}
     weights = fit(hidden[~held], base[~held], accept[~held], sample_weight=weight[~held], **settings)
     generated = held & ~live
-    scores = {"train_examples": int(len(hidden)), "val_examples": int(generated.sum()),
+    scores = {"train_examples": int(len(hidden)), "live_examples": int(live.sum()),
+              "val_examples": int(generated.sum()),
               "val_accuracy": round(accuracy(hidden[generated], base[generated], accept[generated], weights), 3),
               "val_base_accuracy": round(accuracy(hidden[generated], base[generated], accept[generated]), 3),
               "val_chance": round(float(accept[generated].mean()), 3),

@@ -12,6 +12,7 @@ that set its expectation (the model could not have known). Plain module (rosbags
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -20,7 +21,17 @@ from .catalogue import PausedTask
 from .decision_situations import Probe, Stream
 
 KIND_WATERMARK = 2
-_MESSAGES = ("IntentArgument", "StateChunk", "Decision", "RouterStatus")
+_MESSAGES = ("IntentArgument", "StateChunk", "Decision", "RouterStatus", "CsrStatus")
+
+
+@dataclass
+class RecordedRun:
+    stream: Stream                 # the run's chunks, a probe per labelled decision
+    counts: Dict[str, int]         # decisions, probes, skipped (unscored), unseen (label set after its prefix)
+    decided: List[str]             # the intent the live graph decided at each probe
+    # the live state had evicted chunks before the decision: the live suffix's recent events and
+    # the prefix may then differ from a replay on the whole stream (the label still holds)
+    after_eviction: List[bool]
 
 
 def stamp_s(header: Any) -> float:
@@ -75,11 +86,13 @@ def _reported_before(statuses: Sequence[Tuple[float, Any]], stamp: float) -> Tup
     return last.active_intent, int(last.interrupt_depth), paused
 
 
-def run_stream(run_dir: Path) -> Tuple[Stream, Dict[str, int], List[str]]:
-    """The run's stream with a probe per scored decision, counts (decisions, probes, skipped,
-    unseen), and the intent the live graph decided at each probe."""
+def run_stream(run_dir: Path) -> RecordedRun:
+    """The run's stream with a probe per scored decision (see RecordedRun)."""
     detail = json.loads((run_dir / "decisions.json").read_text())
-    messages = read_topics(run_dir / "bag", ("state_chunks", "decision", "router_status"))
+    messages = read_topics(run_dir / "bag", ("state_chunks", "decision", "router_status", "csr_status"))
+    # an eviction shortens the logical state at once and the cache at the swap: until then the
+    # cache holds more than the memory bound (every chunk is in it before a lockstepped decision)
+    tau_mem = max((m.tau_mem for m in messages["csr_status"]), default=float("inf"))
     chunks = state_chunks(messages["state_chunks"])
     decisions = messages["decision"]
     statuses = sorted(((stamp_s(m.header), m) for m in messages["router_status"]), key=lambda p: p[0])
@@ -90,7 +103,7 @@ def run_stream(run_dir: Path) -> Tuple[Stream, Dict[str, int], List[str]]:
     by_stamp: Dict[Tuple[int, str], List[Any]] = {}
     for message in decisions:             # the recorder lists decisions by stamp, the bag by arrival
         by_stamp.setdefault((round(stamp_s(message.header) * 1000), message.intent), []).append(message)
-    rows: List[Tuple[int, Probe, str]] = []
+    rows: List[Tuple[int, Probe, str, bool]] = []
     skipped = unseen = 0
     for row in scored:
         matching = by_stamp.get((round(row["time"] * 1000), row["intent"]))
@@ -108,10 +121,10 @@ def run_stream(run_dir: Path) -> Tuple[Stream, Dict[str, int], List[str]]:
         running, interrupts, paused = _reported_before(statuses, stamp_s(message.header))
         rows.append((position, Probe(frozenset(accept["intents"]), running, paused=paused,
                                      note=f"{row['event']} @ {row['time']:.2f}s, interrupts {interrupts}"),
-                     row["intent"]))
+                     row["intent"], message.state_version > 0 or message.prefix_tokens > tau_mem))
     rows.sort(key=lambda r: r[0])            # the recording feeds chunks forward only
     counts = {"decisions": len(decisions), "probes": len(rows), "skipped": skipped, "unseen": unseen}
-    return Stream(chunks, [(p, probe) for p, probe, _ in rows]), counts, [intent for _, _, intent in rows]
+    return RecordedRun(Stream(chunks, [(r[0], r[1]) for r in rows]), counts, [r[2] for r in rows], [r[3] for r in rows])
 
 
 def run_streams(runs: Sequence[Path]) -> List[Tuple[str, Stream]]:
@@ -119,7 +132,7 @@ def run_streams(runs: Sequence[Path]) -> List[Tuple[str, Stream]]:
     out = []
     for run in runs:
         if (run / "decisions.json").exists() and (run / "bag").exists():
-            stream, _counts, _decided = run_stream(run)
-            if stream.probes:
-                out.append((run.parent.name if run.name == "latest" else run.name, stream))
+            recorded = run_stream(run)
+            if recorded.stream.probes:
+                out.append((run.parent.name if run.name == "latest" else run.name, recorded.stream))
     return out
