@@ -118,9 +118,23 @@ def test_a_perturbed_prompt_is_caught_with_the_first_divergence(tmp_path):
     assert "last chunk before it (seq" in out and "state version" in out
 
 
+def _cut_after_the_arm_moved(seconds: float = 2.0) -> float:
+    """A replay length `seconds` after the golden run's first arm task starts, moved off its events
+    by >= 0.3 s (a cut there would split an event from the decision it triggers). The golden bag is
+    recorded with the bundled adapter, whose first decisions decide when the arm starts."""
+    from csr_llm_core.live_episodes import read_topics, stamp_s
+    start = next(d.t for d in read_outputs(GOLDEN).decisions if d.intent in ("open_door", "pick_object"))
+    events = [stamp_s(c.header) for c in read_topics(GOLDEN, ["state_chunks"])["state_chunks"] if c.kind == 0]
+    cut = start + seconds
+    while any(abs(event - cut) < 0.3 for event in events):
+        cut += 0.5
+    return cut
+
+
 @pytest.mark.slow
 def test_a_perturbed_pid_gain_is_caught_on_the_motor_commands(tmp_path):
-    result = replay(tmp_path, "--set", "action_router.gains.arm_elbow.p=600.0", "--duration", "2.5")
+    result = replay(tmp_path, "--set", "action_router.gains.arm_elbow.p=600.0",
+                    "--duration", f"{_cut_after_the_arm_moved():.1f}")
     out = result.stdout
     assert result.returncode == 1, out[-3000:]
     assert "match exactly" in out and "not compared" in out        # same decisions in the 2.5 s ...
