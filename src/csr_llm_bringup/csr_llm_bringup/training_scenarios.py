@@ -36,8 +36,7 @@ PAUSE = ["back_off", "stop", "hold_position"]
 BACK_OFF_MAX = {"back_off.distance": {"max": 0.5}}
 HOT_JOINTS = ("arm_shoulder_lift", "arm_elbow", "arm_shoulder_pan")
 # start poses (the simulator's world: door zone -0.7..1.2 m, warehouse beyond, corridor behind)
-START = {"warehouse": (-0.5, 0.3), "corridor": (0.0, 0.4),
-         "door_zone": (2.5, 2.6)}
+START = {"warehouse": (-0.5, 0.3), "corridor": (0.0, 0.4), "door_zone": (2.5, 2.6)}
 INTERRUPTIONS = ("none", "person", "motor", "cancel", "repeat", "hostile", "notices")
 GOTO_ONLY = ("change", "conflict", "slip")
 
@@ -46,7 +45,7 @@ class _Builder:
     """One scenario under construction: events in time order, goals, the task's expectation."""
 
     def __init__(self, rng: random.Random, name: str):
-        self.rng, self.name = rng, name
+        self.rng = rng
         self.events: List[Dict[str, Any]] = []
         self.goals: List[Dict[str, Any]] = []
         self.data: Dict[str, Any] = {"name": name, "bench": False}
@@ -220,9 +219,9 @@ def write_scenarios(directory: Path, count: int, seed: int = 0) -> List[Path]:
 def decided_with(count: int, seed: int, overrides: List[str]) -> Dict[str, Any]:
     """What the runs decide with (the bundled adapter unless overridden): an adapter trained on
     them is one more step of the loop that collected them (DAgger), and its file says which."""
-    import hashlib
     from csr_llm_core.intent_adapter import DEFAULT_ADAPTER
-    digest = hashlib.sha256(DEFAULT_ADAPTER.read_bytes()).hexdigest()[:16] if DEFAULT_ADAPTER.exists() else ""
+    from csr_llm_core.model import sha256_file
+    digest = sha256_file(DEFAULT_ADAPTER)[:16] if DEFAULT_ADAPTER.exists() else ""
     return {"count": count, "seed": seed, "bundled_adapter_sha256": digest, "overrides": list(overrides)}
 
 

@@ -126,7 +126,7 @@ def score_heldout(engine, catalogue, template, adapter_path: Path) -> dict:
 
 def main(argv=None) -> int:
     from .engine import LlamaEngine
-    from .model import model_checksum
+    from .model import model_checksum, sha256_file
     from .prompt import PromptTemplate
     from .reasoning_config import ReasoningNodeConfig
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -180,7 +180,7 @@ def main(argv=None) -> int:
     runs = sorted(args.live_runs.glob("*/latest")) if args.live_runs is not None else []
     if runs:
         from .live_episodes import run_streams
-        live_key = dict(key, runs=[[r.parent.name, _digest(r / "decisions.json")] for r in runs])
+        live_key = dict(key, runs=[[r.parent.name, sha256_file(r / "decisions.json")[:16]] for r in runs])
         live_data = _cached(args.live_features, live_key)
         if live_data is None:
             streams = run_streams(runs)
@@ -237,11 +237,6 @@ def _live_scores(hidden, base, accept, weights, other: Path) -> dict:
     except (OSError, KeyError, ValueError) as err:
         print(f"cannot score {other} on the live probes: {err}", file=sys.stderr)
     return scores
-
-
-def _digest(path: Path) -> str:
-    import hashlib
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 def _save(path: Path, data: dict, key: dict) -> None:
