@@ -104,7 +104,8 @@ class DecisionPrompt:
         try:
             adapter = IntentAdapter.load(path, model_sha256=model_checksum(engine.model_path),
                                          head_sha256=head_digest(head), n_embd=engine.n_embd,
-                                         first_tokens=grammar.intent_first_tokens(), **self.anchor_tokens())
+                                         first_tokens=grammar.intent_first_tokens(),
+                                         suffix=self.template.suffix_settings(), **self.anchor_tokens())
         except AdapterMismatch as err:
             self.log.warning("%s; deciding without it", err)
             return None

@@ -116,8 +116,11 @@ class IntentAdapter:
 
     @classmethod
     def load(cls, path: Union[str, Path], *, model_sha256: str, head_sha256: str, n_embd: int,
-             first_tokens: Mapping[str, int], newline: int = -1, turn_end: int = -1) -> "IntentAdapter":
-        """Read and check an adapter; AdapterMismatch (one reason per problem) unless it fits."""
+             first_tokens: Mapping[str, int], newline: int = -1, turn_end: int = -1,
+             suffix: Optional[Mapping] = None) -> "IntentAdapter":
+        """Read and check an adapter; AdapterMismatch (one reason per problem) unless it fits.
+        `suffix`: the live question's settings (PromptTemplate.suffix_settings), checked against
+        those the adapter was fitted to where its file records them."""
         path = Path(path)
         try:
             with np.load(path, allow_pickle=False) as data:
@@ -134,6 +137,9 @@ class IntentAdapter:
             problems.append("it was trained for another model file")
         if meta.get("head_sha256") != head_sha256:
             problems.append("it was trained for another prompt head (config/prompt.yaml or intents changed)")
+        if suffix is not None and "suffix" in meta and meta["suffix"] != dict(suffix):
+            changed = sorted(k for k in set(meta["suffix"]) | set(suffix) if meta["suffix"].get(k) != suffix.get(k))
+            problems.append(f"it was trained for another question ({', '.join(changed)} changed in config/prompt.yaml)")
         width = n_embd * adapter.anchors.count
         if adapter.weights.shape != (len(adapter.intents), width) or adapter.mean.shape != (width,):
             problems.append(f"its weights are {adapter.weights.shape}, the model's hidden size is {n_embd} "

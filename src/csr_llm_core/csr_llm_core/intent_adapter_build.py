@@ -148,9 +148,10 @@ def main(argv=None) -> int:
                         help="recorded features are cached here (reused when episodes/seed/head match)")
     parser.add_argument("--out", type=Path, default=DEFAULT_ADAPTER)
     parser.add_argument("--skip-heldout", action="store_true", help="do not score decision_eval's situations")
-    parser.add_argument("--live-runs", type=Path, default=None,
-                        help="folder of recorded scenario runs (<scenario>/latest, as `python -m "
-                             "csr_llm_bringup.training_scenarios` writes them): their decisions are probes too")
+    parser.add_argument("--live-runs", type=Path, nargs="+", default=[],
+                        help="folders of recorded scenario runs (<scenario>/latest, as `python -m "
+                             "csr_llm_bringup.training_scenarios` writes them): their decisions are probes too "
+                             "(several folders aggregate the runs of several rounds, as in DAgger)")
     parser.add_argument("--live-weight", type=float, default=1.0,
                         help="weight of a live probe relative to a generated one in the fit")
     parser.add_argument("--live-features", type=Path, default=Path("build/intent_adapter/live_features.npz"))
@@ -163,7 +164,8 @@ def main(argv=None) -> int:
     engine = LlamaEngine(args.model_path, n_ctx=4096, n_threads=args.n_threads, name="adapter", swa_full=swa_full)
     head = engine.tokenize(template.head_text(catalogue), bos=True)
     key = {"episodes": args.episodes, "seed": args.seed, "generator": GENERATOR_VERSION, "recording": RECORDING_VERSION,
-           "head_sha256": head_digest(head), "model_sha256": model_checksum(engine.model_path)}
+           "head_sha256": head_digest(head), "model_sha256": model_checksum(engine.model_path),
+           "suffix": template.suffix_settings()}
     if args.anchors.count > 1:          # the default's key (and cached features) stay as they were
         key["anchors"] = args.anchors.to_meta()
     if not swa_full:
@@ -177,10 +179,11 @@ def main(argv=None) -> int:
     hidden, base, accept, episode = data["hidden"], data["base"], data["accept"], data["episode"]
     held = episode % 5 == 0
     live = np.zeros(len(hidden), dtype=bool)
-    runs = sorted(args.live_runs.glob("*/latest")) if args.live_runs is not None else []
+    runs = [run for folder in args.live_runs for run in sorted(folder.glob("*/latest"))]
     if runs:
         from .live_episodes import run_streams
-        live_key = dict(key, runs=[[r.parent.name, sha256_file(r / "decisions.json")[:16]] for r in runs])
+        live_key = dict(key, runs=[[f"{r.parent.parent.name}/{r.parent.name}", sha256_file(r / "decisions.json")[:16]]
+                                   for r in runs])
         live_data = _cached(args.live_features, live_key)
         if live_data is None:
             streams = run_streams(runs)
@@ -192,9 +195,10 @@ def main(argv=None) -> int:
         live = np.concatenate([live, np.ones(len(live_data["hidden"]), dtype=bool)])
         key["live_runs"] = len(runs)
         key["live_weight"] = args.live_weight
-        provenance = args.live_runs / "decided_with.json"
-        if provenance.exists():
-            key["live_decided_with"] = json.loads(provenance.read_text())
+        provenance = [json.loads((folder / "decided_with.json").read_text()) for folder in args.live_runs
+                      if (folder / "decided_with.json").exists()]
+        if provenance:
+            key["live_decided_with"] = provenance[0] if len(provenance) == 1 else provenance
     weight = np.where(live, args.live_weight, 1.0)
     settings = {"l2": args.l2, "learning_rate": args.learning_rate, "steps": args.steps}
     weights = fit(hidden[~held], base[~held], accept[~held], sample_weight=weight[~held], **settings)

@@ -94,6 +94,11 @@ class PromptTemplate:
             raise ValueError(f"{where}: paused_format may use only {{task}}: {err}") from err
         return template
 
+    def suffix_settings(self) -> dict:
+        """What shapes the live question (with the head, what a trained intent adapter was fitted to)."""
+        return {"question": self.question, "recent_events": self.recent_events, "events_header": self.events_header,
+                "paused_format": self.paused_format, "running_shows_paused_task": self.running_shows_paused_task}
+
     def head_text(self, catalogue: IntentCatalogue) -> str:
         lines = [TURN_OPEN + self.robot_description, "",
                  "Intents (answer with exactly one, as JSON):", catalogue.describe()]

@@ -87,16 +87,22 @@ def test_fit_learns_what_the_hidden_state_says_and_beats_the_bare_model():
 def _adapter(catalogue, n_embd=8):
     k = len(catalogue.names)
     return IntentAdapter(list(catalogue.names), np.zeros((k, n_embd)), np.zeros(k), np.zeros(n_embd), np.ones(n_embd),
-                         {"model_sha256": "m", "head_sha256": head_digest([1, 2, 3])})
+                         {"model_sha256": "m", "head_sha256": head_digest([1, 2, 3]), "suffix": SHIPPED_SUFFIX})
 
 
-def test_adapter_file_is_refused_for_another_model_head_catalogue_or_size(tmp_path, catalogue):
+SHIPPED_SUFFIX = PromptTemplate.from_file(CONFIG / "prompt.yaml").suffix_settings()
+
+
+def test_adapter_file_is_refused_for_another_model_head_question_catalogue_or_size(tmp_path, catalogue):
     path = tmp_path / "adapter.npz"
     _adapter(catalogue).save(path)
     firsts = {name: i for i, name in enumerate(catalogue.names)}
-    ok = IntentAdapter.load(path, model_sha256="m", head_sha256=head_digest([1, 2, 3]), n_embd=8, first_tokens=firsts)
+    ok = IntentAdapter.load(path, model_sha256="m", head_sha256=head_digest([1, 2, 3]), n_embd=8, first_tokens=firsts,
+                            suffix=SHIPPED_SUFFIX)
     assert ok.tokens == firsts
+    other_question = dict(SHIPPED_SUFFIX, question="What now? {running}", recent_events=5)
     cases = [({"model_sha256": "other"}, "another model"), ({"head_sha256": head_digest([9])}, "another prompt head"),
+             ({"suffix": other_question}, r"another question \(question, recent_events changed"),
              ({"n_embd": 16}, "hidden size is 16"), ({"first_tokens": {"stop": 1}}, "the catalogue has")]
     for change, reason in cases:
         kwargs = {**dict(model_sha256="m", head_sha256=head_digest([1, 2, 3]), n_embd=8, first_tokens=firsts), **change}
@@ -199,6 +205,13 @@ def test_bundled_adapter_loads_for_the_shipped_prompt_and_keeps_csr_equal_to_rec
     assert reasoner.grammar.intent_adapter is None and reasoner.calibration is not None
     assert "another prompt head" in caplog.text
     assert reasoner.decide().result.decision.intent in catalogue
+    reasoner.close()
+    # the same head, another question: the adapter was fitted to the old one, so it is refused too
+    caplog.clear()
+    asked_otherwise = replace(template, question=template.question + "{paused}")
+    with caplog.at_level(logging.WARNING):
+        reasoner = Reasoner([cached], catalogue, asked_otherwise, ReasonerConfig(tau_mem=2400, mode="sync"))
+    assert reasoner.grammar.intent_adapter is None and "another question (question changed" in caplog.text
     reasoner.close()
 
 
