@@ -36,6 +36,7 @@ from .graph import NodeSpec, Profile
 # After SIGINT a node gets this long (report, joins, saves) before SIGTERM; the launch files use
 # the same grace (sigterm_timeout), so `ros2 launch` and the runner stop a node the same way.
 STOP_GRACE_S = 30.0
+STACK_DUMP_WAIT_S = 1.0      # after SIGUSR1, before SIGKILL: time for a hung node to print its stacks
 # A node marked `restart` is started again at most this often per run, after 1, 2, 4 ... s.
 MAX_RESTARTS = 5
 RESTART_DELAY_S = 1.0
@@ -209,6 +210,10 @@ class GraphRunner:
             alive = [c for c in alive if c.process.poll() is None]
             if not alive:
                 break
+            if sig == signal.SIGKILL:      # our nodes print their stacks on SIGUSR1: the log says where they hung
+                for child in alive:
+                    _signal_group(child.process, signal.SIGUSR1)
+                time.sleep(STACK_DUMP_WAIT_S)
             for child in alive:
                 self._emit("runner", f"{child.spec.full_name} did not stop; sending {sig.name}")
                 _signal_group(child.process, sig)

@@ -171,6 +171,44 @@ def test_a_node_stuck_in_its_teardown_prints_where_before_it_is_killed():
     assert "Timeout (0:00:00.500000)!" in out and "in destroy_node" in out, out
 
 
+HOLDS_THE_GIL = """
+from rclpy.node import Node
+from csr_llm_core.ros import node as ros_node
+
+def busy_in_c():
+    print("up", flush=True)
+    sum(range(10 ** 15))          # one C call: no Python signal handler runs until it returns
+
+class HoldsTheGil(Node):
+    def __init__(self):
+        super().__init__("holds_the_gil")
+        self.create_timer(0.1, busy_in_c)
+
+ros_node.run_node(HoldsTheGil)
+"""
+
+
+def test_a_node_hung_with_the_gil_held_prints_its_stacks_on_sigusr1():
+    """A bench run's recorder ignored SIGINT and SIGTERM and printed nothing before the runner's
+    SIGKILL: its Python handlers never ran. SIGUSR1 (which the runner sends before SIGKILL) dumps
+    every thread's stack from C."""
+    import signal
+    import subprocess
+    import sys
+    from csr_llm_core.ros.testing import ChildOutput
+    output = ChildOutput(subprocess.Popen([sys.executable, "-c", HOLDS_THE_GIL], stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+    try:
+        assert output.wait_for(lambda text: "up\n" in text, timeout=60), output.finish(timeout=0)[1]
+        output.process.send_signal(signal.SIGINT)
+        assert output.process.poll() is None          # the stop handler cannot run
+        output.process.send_signal(signal.SIGUSR1)
+        assert output.wait_for(lambda text: "in busy_in_c" in text, timeout=10), output.finish(timeout=0)[1]
+    finally:
+        output.process.kill()
+        output.finish(timeout=10)
+
+
 NEVER_DESTROYED = """
 import threading
 from rclpy.node import Node

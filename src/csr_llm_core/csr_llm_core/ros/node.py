@@ -53,6 +53,9 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
     # a native crash (SIGSEGV, SIGABRT) prints every thread's Python stack to stderr, which the
     # runner keeps in the node's log: the exit code alone does not say where a node died
     faulthandler.enable(all_threads=True)
+    # SIGUSR1 prints every thread's stack from C, so it works even when a hung call holds the GIL
+    # and no Python signal handler can run (the runner sends it before SIGKILL)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
