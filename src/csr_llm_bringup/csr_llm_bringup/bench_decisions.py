@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .decision_score import chance_of_match, parse_expectation, percentile, round_or_none, wilson_interval
 from .paths import config_dir
@@ -154,6 +154,7 @@ def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
                             if chances and sum(n for _, n in chances) else None),
         "scenarios_run": len(ok),
         "scenarios_failed": sorted(name for name, r in results.items() if "error" in r),
+        "scenarios_rerun": sorted(name for name, r in results.items() if r.get("reruns")),
     }
 
 
@@ -286,6 +287,21 @@ def plot(bench: Dict[str, Any], path: Path, n_intents: Optional[int] = None) -> 
     return path
 
 
+def run_with_reruns(name: str, runs_dir: Path, overrides: Sequence[str], reruns: int,
+                    run=None) -> Tuple[Dict, int]:
+    """run_scenario, again up to `reruns` times while it exits non-zero; each failed run's log is
+    kept as runner.failed<N>.log. Returns the last run and how often it was run again."""
+    run = run or run_scenario
+    result, done = run(name, runs_dir, overrides), 0
+    while result["returncode"] != 0 and done < reruns:
+        done += 1
+        kept = Path(result["log"]).replace(Path(result["log"]).with_name(f"runner.failed{done}.log"))
+        print(f"[bench-decisions]   run exited {result['returncode']} (log: {kept}); "
+              f"running it again ({done} of {reruns})", flush=True)
+        result = run(name, runs_dir, overrides)
+    return result, done
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="bench_decisions", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", help="comma-separated subset (default: every bench scenario)")
@@ -295,6 +311,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",
                         help="parameter override for every run")
     parser.add_argument("--rescore", action="store_true", help="do not run; re-read the runs already in --runs-dir")
+    parser.add_argument("--reruns", type=int, default=1,
+                        help="a run that exits non-zero (a node that crashed or hung) is run again this often: "
+                             "the lockstepped run is reproducible, and a failed run scores nothing")
     parser.add_argument("--compare", nargs=2, metavar=("BASE_JSON", "NEW_JSON"),
                         help="do not run; compare two bench results scenario by scenario")
     args = parser.parse_args(argv)
@@ -311,19 +330,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     start = time.monotonic()
     for i, name in enumerate(names, 1):
         run: Dict[str, Any] = {"run_dir": runs_dir / name / "latest", "returncode": 0, "wall_s": 0.0}
+        reruns = 0
         if not args.rescore:
             print(f"[bench-decisions] {i}/{len(names)} {name} ...", flush=True)
-            run = run_scenario(name, runs_dir / name, args.set)
+            run, reruns = run_with_reruns(name, runs_dir / name, args.set, args.reruns)
         try:
             if run["returncode"] != 0:
                 raise RuntimeError(f"run exited {run['returncode']} (log: {run.get('log')})")
             results[name] = scenario_result(Path(run["run_dir"]), catalogue)
             results[name]["wall_s"] = round(run["wall_s"], 1)
+            results[name]["reruns"] = reruns
             r = results[name]
             print(f"[bench-decisions]   accuracy {r['decision_accuracy']}, reaction p50 {r['reaction_p50_s']} s, "
                   f"task {r['task_success_rate']}, {r['wall_s']} s wall", flush=True)
         except (OSError, ValueError, KeyError, RuntimeError) as err:
-            results[name] = {"error": str(err)}
+            results[name] = {"error": str(err), "reruns": reruns}
             print(f"[bench-decisions]   FAILED: {err}", flush=True)
     bench = bench_json(results, time.monotonic() - start)
     out = Path(args.out)

@@ -143,3 +143,30 @@ def test_compare_lists_each_scenario_and_the_paired_change():
     assert "+0.50" in lines["a"] and "0%/100%" in lines["a"] and "+0.00" in lines["b"]
     assert "0.66" in lines["OVERALL"] and "0.86" in lines["OVERALL"] and "+0.20" in lines["OVERALL"]
     assert "1 of 3 scenarios moved" in lines["OVERALL"]
+
+
+def test_a_failed_run_is_run_again_and_its_log_kept(tmp_path):
+    """A bench run whose recorder hung was SIGKILLed (exit 1) and lost its scenario; the run is
+    reproducible, so it is run again, and the failed run's log stays for the diagnosis."""
+    from csr_llm_bringup.bench_decisions import run_with_reruns
+    codes = iter([1, 0])
+    calls = []
+
+    def graph_run(name, runs_dir, overrides):      # stands in for the lockstepped graph (run elsewhere)
+        calls.append((name, list(overrides)))
+        log = runs_dir / "runner.log"
+        code = next(codes)
+        log.write_text(f"exit {code}\n")
+        return {"run_dir": runs_dir / "latest", "returncode": code, "wall_s": 1.0, "log": log}
+
+    run, reruns = run_with_reruns("door_person", tmp_path, ["reasoning.x=1"], 1, run=graph_run)
+    assert (run["returncode"], reruns, len(calls)) == (0, 1, 2)
+    assert calls[1] == ("door_person", ["reasoning.x=1"])
+    assert (tmp_path / "runner.failed1.log").read_text() == "exit 1\n"
+    assert (tmp_path / "runner.log").read_text() == "exit 0\n"
+    codes = iter([1, 3])
+    run, reruns = run_with_reruns("door_person", tmp_path, [], 1, run=graph_run)
+    assert (run["returncode"], reruns) == (3, 1)         # still failing: reported as failed, not hidden
+    results = {"door_person": {"error": "run exited 3", "reruns": 1}}
+    overall = bench_json(results, 1.0)["overall"]
+    assert overall["scenarios_failed"] == ["door_person"] and overall["scenarios_rerun"] == ["door_person"]
