@@ -229,7 +229,7 @@ def main(argv=None) -> int:
     """Write the training scenarios and run each once through the lockstepped graph."""
     import argparse
     import time
-    from .bench_decisions import run_scenario
+    from .bench_decisions import run_with_reruns
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=24)
     parser.add_argument("--seed", type=int, default=1)
@@ -245,7 +245,7 @@ def main(argv=None) -> int:
     (args.runs_dir / "decided_with.json").write_text(json.dumps(provenance) + "\n")
     failed = 0
     for index, path in enumerate(paths, 1):
-        run = run_scenario(str(path.resolve()), args.runs_dir / path.stem, args.set)
+        run, _ = run_with_reruns(str(path.resolve()), args.runs_dir / path.stem, args.set, reruns=1)
         failed += run["returncode"] != 0
         print(f"[training-scenarios] {index}/{len(paths)} {path.stem}: exit {run['returncode']}, "
               f"{run['wall_s']:.0f} s wall ({time.monotonic() - started:.0f} s in all)", flush=True)
