@@ -145,7 +145,7 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=600,
                         help="Adam steps of the fit (wider anchors need more: 0.01 x 1500 at four)")
     parser.add_argument("--features", type=Path, default=Path("build/intent_adapter/features.npz"),
-                        help="recorded features are cached here (reused when episodes/seed/head match)")
+                        help="recorded features are cached here (reused when episodes/seed/head/question match)")
     parser.add_argument("--out", type=Path, default=DEFAULT_ADAPTER)
     parser.add_argument("--skip-heldout", action="store_true", help="do not score decision_eval's situations")
     parser.add_argument("--live-runs", type=Path, nargs="+", default=[],
