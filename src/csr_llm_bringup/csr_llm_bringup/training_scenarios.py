@@ -11,7 +11,8 @@ training probe, labelled by the scenario's `expect` in force at its stamp.
 Each scenario is a random composition in the bench format (sim/scenario_format.py): one task (open
 the door, go to a zone, pick an object at the shelf), at most one interruption (a person coming
 close and leaving, a motor overheating and cooling, a cancel, a repeated order, injected text, a
-change of plan, conflicting operators, a slippery floor), unrelated notices, and the task's end.
+change of plan, conflicting operators, a slippery floor, an order deferred until a condition with many
+notices before it holds), unrelated notices, and the task's end.
 Expectations follow the situation as an operator would state them. The wording comes from the
 generator's phrase lists (decision_training.py), not from config/scenarios, and no bench scenario
 is ever run for training: the suite stays held out.
@@ -37,7 +38,13 @@ BACK_OFF_MAX = {"back_off.distance": {"max": 0.5}}
 HOT_JOINTS = ("arm_shoulder_lift", "arm_elbow", "arm_shoulder_pan")
 # start poses (the simulator's world: door zone -0.7..1.2 m, warehouse beyond, corridor behind)
 START = {"warehouse": (-0.5, 0.3), "corridor": (0.0, 0.4), "door_zone": (2.5, 2.6)}
-INTERRUPTIONS = ("none", "person", "motor", "cancel", "repeat", "hostile", "notices")
+INTERRUPTIONS = ("none", "person", "motor", "cancel", "repeat", "hostile", "notices", "deferred")
+# deferred orders ("as soon as X, do Y; until then stay here"): conditions of their own, so the
+# suite's memory scenarios stay unseen
+DEFERRED = (("the charging station is free", "charging station 2 is free now"),
+            ("the forklift has left the aisle", "the forklift has left the aisle"),
+            ("the visitor has signed in", "reception: the visitor has signed in"),
+            ("the inspection is finished", "inspector: inspection finished, you may continue"))
 GOTO_ONLY = ("change", "conflict", "slip")
 
 
@@ -129,6 +136,15 @@ def build(rng: random.Random, name: str) -> Dict[str, Any]:
         b.event("resolved", f"supervisor: Anna's order stands, go to the {task['zone']}",
                 at=round(task_at + rng.uniform(4.0, 6.0), 1), expect=expect)
         duration = 22.0
+    elif interruption == "deferred":
+        # the order waits for a condition, then ~1,000 tokens of notices push it back in the prefix
+        condition, trigger = rng.choice(DEFERRED)
+        order = task["order"].split(": ", 1)[-1]
+        b.event("task", f"task: as soon as {condition}, {order}; until then stay here", at=task_at, expect=SAFE)
+        trigger_at = round(task_at + rng.uniform(8.0, 11.0), 1)
+        b.notices(task_at + 0.4, trigger_at - 0.4, rng.randint(12, 18))
+        b.event("trigger", trigger, at=trigger_at, expect=expect)
+        duration = round(trigger_at + 14.0, 1)
     else:
         b.event("task", task["order"], at=task_at, expect=expect)
     t1 = round(task_at + rng.uniform(1.0, 3.0), 1)
@@ -186,7 +202,8 @@ def build(rng: random.Random, name: str) -> Dict[str, Any]:
                 expect={"intents": ["stop", "hold_position", "move_to"], "args": dict(expect.get("args", {}))})
         b.event("slip_off", b.pick(SLIP_OFF), after="slip_on", when={"on_slip": False})
     if task.get("progress") and rng.random() < 0.7:
-        b.event("progress", after="task" if interruption != "conflict" else "resolved", **task["progress"])
+        started_by = {"conflict": "resolved", "deferred": "trigger"}.get(interruption, "task")
+        b.event("progress", after=started_by, **task["progress"])
     if task.get("done"):
         b.event("done", expect=SAFE, **task["done"])
         b.goals.append(task["goal"])

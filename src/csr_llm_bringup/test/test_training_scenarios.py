@@ -1,4 +1,6 @@
 """Generated training scenarios: valid scenario files, reproducible, covering every task and interruption."""
+from pathlib import Path
+
 import yaml
 
 from csr_llm_bringup.sim.scenario import load_scenario
@@ -33,3 +35,21 @@ def test_a_person_scenario_pauses_then_resumes_the_task(tmp_path):
     assert set(events["person_left"]["expect"]["intents"]) == task_intents
     assert events["person_left"]["unless_goal"] == "done"       # nothing to resume once the task is done
     assert "{person_distance:" in events["person_close"]["say"]
+
+
+def test_a_deferred_order_waits_for_its_condition_behind_many_notices(tmp_path):
+    paths = write_scenarios(tmp_path, 80, seed=0)
+    deferred = [yaml.safe_load(p.read_text()) for p in paths if p.read_text().count("id: trigger") > 0]
+    assert deferred
+    suite = "".join(p.read_text() for p in (Path(__file__).parents[3] / "config" / "scenarios").glob("*.yaml"))
+    assert "memory" in suite
+    for data in deferred:
+        events = {e["id"]: e for e in data["events"]}
+        order, trigger = events["task"], events["trigger"]
+        assert order["say"].startswith("task: as soon as ") and order["say"].endswith("until then stay here")
+        assert set(order["expect"]) == {"hold_position", "stop"}
+        assert trigger["expect"]["intents"] != order["expect"]            # the task itself, once it holds
+        between = [e for e in data["events"] if order["at"] < e.get("at", -1) < trigger["at"]]
+        assert len(between) >= 12 and all("expect" not in e for e in between)
+        assert trigger["say"] not in suite                                 # the suite's memory scenarios stay unseen
+        assert data["duration"] >= trigger["at"] + 14.0 - 1e-9
