@@ -1,15 +1,17 @@
 """bench_decisions end to end: one suite scenario through the real lockstepped graph and the model,
 then the same run read back as an adapter training stream (live_episodes.py)."""
 import json
+import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 pytestmark = [pytest.mark.dds, pytest.mark.slow]
 
 
-def test_one_scenario_through_the_graph_is_scored(tmp_path, catalogue, template):
+def test_one_scenario_through_the_graph_is_scored(tmp_path, catalogue, template, monkeypatch):
     out, png = tmp_path / "decisions.json", tmp_path / "decisions.png"
     result = subprocess.run(
         [sys.executable, "-m", "csr_llm_bringup.bench_decisions", "--scenarios", "door_open",
@@ -46,6 +48,7 @@ def test_one_scenario_through_the_graph_is_scored(tmp_path, catalogue, template)
     engine = LlamaEngine(n_ctx=4096, n_threads=1, name="replay")
     try:
         offline = [o.intent for o in evaluate(engine, catalogue, template, {"door_open": ("live", stream)})]
+        _a_new_round_records_only_its_own_runs(tmp_path, engine, catalogue, template, monkeypatch, counts["probes"])
     finally:
         engine.close()
     # until the live state evicts (its recent events then lose the oldest lines) the replay decides
@@ -54,3 +57,32 @@ def test_one_scenario_through_the_graph_is_scored(tmp_path, catalogue, template)
               if not evicted]
     assert len(before) >= 20, recorded.after_eviction
     assert sum(live == replayed for live, replayed in before) >= 0.95 * len(before), before
+
+
+def _a_new_round_records_only_its_own_runs(tmp_path, engine, catalogue, template, monkeypatch, probes):
+    """The adapter build's live features: cached per run, so aggregating a new DAgger round
+    records that round's runs and reuses the earlier ones (same key), in the order given."""
+    from csr_llm_core import intent_adapter_build as build
+    shutil.copytree(tmp_path / "runs", tmp_path / "round2")
+    first_round, second_round = tmp_path / "runs" / "door_open" / "latest", tmp_path / "round2" / "door_open" / "latest"
+    recorded = []
+    real_record = build.record
+
+    def counting_record(engine, catalogue, template, streams, **kwargs):
+        recorded.extend(name.split("@")[0] for name, _ in streams)
+        return real_record(engine, catalogue, template, streams, **kwargs)
+
+    monkeypatch.setattr(build, "record", counting_record)
+    cache, key = tmp_path / "live_features.npz", {"model_sha256": "m", "suffix": {"question": "q"}}
+    first = build._live_features(engine, catalogue, template, [first_round], cache, key, None)
+    assert recorded == ["runs/door_open"] and len(first["hidden"]) == probes
+    assert set(first["episode"].tolist()) == {0}
+    again = build._live_features(engine, catalogue, template, [first_round], cache, key, None)
+    assert recorded == ["runs/door_open"] and np.array_equal(again["hidden"], first["hidden"])
+    both = build._live_features(engine, catalogue, template, [second_round, first_round], cache, key, None)
+    assert recorded == ["runs/door_open", "round2/door_open"]
+    assert both["episode"].tolist() == [0] * probes + [1] * probes
+    assert np.array_equal(both["hidden"][probes:], first["hidden"])
+    assert np.allclose(both["hidden"][:probes], first["hidden"], atol=1e-3)   # the same run, recorded again
+    build._live_features(engine, catalogue, template, [first_round], cache, dict(key, model_sha256="other"), None)
+    assert recorded[-1] == "runs/door_open"                                # another key: nothing reused

@@ -181,15 +181,7 @@ def main(argv=None) -> int:
     live = np.zeros(len(hidden), dtype=bool)
     runs = [run for folder in args.live_runs for run in sorted(folder.glob("*/latest"))]
     if runs:
-        from .live_episodes import run_streams
-        live_key = dict(key, runs=[[f"{r.parent.parent.name}/{r.parent.name}", sha256_file(r / "decisions.json")[:16]]
-                                   for r in runs])
-        live_data = _cached(args.live_features, live_key)
-        if live_data is None:
-            streams = run_streams(runs)
-            print(f"recording {len(streams)} live runs ...", file=sys.stderr, flush=True)
-            live_data = record(engine, catalogue, template, streams, anchors=args.anchors)
-            _save(args.live_features, live_data, live_key)
+        live_data = _live_features(engine, catalogue, template, runs, args.live_features, key, args.anchors)
         hidden, base, accept = (np.concatenate([data[k], live_data[k]]) for k in ("hidden", "base", "accept"))
         held = np.concatenate([held, live_data["episode"] % 5 == 0])
         live = np.concatenate([live, np.ones(len(live_data["hidden"]), dtype=bool)])
@@ -226,6 +218,37 @@ def main(argv=None) -> int:
     return 0
 
 
+def _live_features(engine, catalogue, template, runs: Sequence[Path], path: Path, key: dict, anchors) -> dict:
+    """Features of every run's probes, in run order (a run's probes share its episode index). Runs
+    already in the cache under the same key are reused, so a new DAgger round records its own runs
+    only; a run whose decisions.json changed is recorded again."""
+    from .live_episodes import run_streams
+    from .model import sha256_file
+    ids = [f"{r.parent.parent.name}/{r.parent.name}@{sha256_file(r / 'decisions.json')[:16]}" for r in runs]
+    cached = _cached(path, key, fields=("run",))
+    known = set(cached["run"].tolist()) if cached else set()
+    todo = [(run_id, stream) for run, run_id in zip(runs, ids) if run_id not in known
+            for _, stream in run_streams([run])]
+    parts = [cached] if cached else []
+    if todo:
+        print(f"recording {len(todo)} live runs ({len(runs) - len(todo)} cached) ...", file=sys.stderr, flush=True)
+        new = record(engine, catalogue, template, todo, anchors=anchors)
+        new["run"] = np.array([todo[i][0] for i in new["episode"]])
+        parts.append(new)
+    if not parts:
+        raise SystemExit(f"no scored decisions in the live runs ({len(runs)} run folders)")
+    merged = {k: np.concatenate([part[k] for part in parts]) for k in ("hidden", "base", "accept", "run")}
+    order = {run_id: index for index, run_id in enumerate(ids)}
+    keep = np.array([run_id in order for run_id in merged["run"].tolist()], dtype=bool)
+    position = np.array([order.get(run_id, -1) for run_id in merged["run"].tolist()])
+    rows = np.flatnonzero(keep)[np.argsort(position[keep], kind="stable")]
+    data = {k: merged[k][rows] for k in merged}
+    data["episode"], data["intents"] = position[rows], list(parts[0]["intents"])
+    if todo:
+        _save(path, data, key)
+    return data
+
+
 def _live_scores(hidden, base, accept, weights, other: Path) -> dict:
     """Held-out live probes: this fit, the bare model, chance and another adapter file (what the
     runs decided with, by default), all on the same probes."""
@@ -250,13 +273,13 @@ def _save(path: Path, data: dict, key: dict) -> None:
     np.savez_compressed(path, **arrays)  # type: ignore[arg-type]  # numpy stubs: **kwds vs allow_pickle
 
 
-def _cached(path: Path, key: dict):
+def _cached(path: Path, key: dict, fields: Sequence[str] = ()):
     if not path.exists():
         return None
     with np.load(path, allow_pickle=False) as data:
-        if json.loads(str(data["key"])) != key:
+        if "key" not in data or json.loads(str(data["key"])) != key or any(f not in data for f in fields):
             return None
-        return {k: data[k] for k in ("hidden", "base", "accept", "episode", "intents")}
+        return {k: data[k] for k in ("hidden", "base", "accept", "episode", "intents", *fields)}
 
 
 if __name__ == "__main__":
