@@ -133,18 +133,22 @@ scene-keys: setup
 	$(PY) -m csr_llm_bringup.sim.scene_keys --per-kind 500
 
 # Retrain the intent adapter (after changing config/prompt.yaml, the intents or the model: the
-# reasoning node refuses an adapter trained for another head or model): 24 generated training
-# scenarios run through the lockstepped graph with the adapter in the repository (~22 min), then
-# the fit on generated situations plus those runs' decisions (~30 min on 2 cores); writes
-# src/csr_llm_core/csr_llm_core/data/intent_adapter_gemma3_270m.npz. LIVE_RUNS_ARGS="--count 0"
-# trains on generated situations alone.
-LIVE_RUNS := build/intent_adapter/live_runs
+# reasoning node refuses an adapter trained for another head or model). One DAgger round: 24
+# generated training scenarios from seed ROUND run through the lockstepped graph with the adapter in
+# the repository (~25 min) into build/intent_adapter/rounds/seed$(ROUND), then the fit on generated
+# situations plus the runs of every round kept there (~30 min the first time on 2 cores: the
+# generated episodes are recorded once, a round's runs once); writes
+# src/csr_llm_core/csr_llm_core/data/intent_adapter_gemma3_270m.npz. Commit it, then run the next
+# round with ROUND=<next seed>. LIVE_RUNS_ARGS="--count 0" adds no runs.
+ROUNDS := build/intent_adapter/rounds
+ROUND := 1
 .PHONY: intent-adapter
 intent-adapter: setup
-	@mkdir -p build/intent_adapter
-	rm -rf $(LIVE_RUNS)
-	$(PY) -m csr_llm_bringup.training_scenarios --runs-dir $(LIVE_RUNS) $(LIVE_RUNS_ARGS)
-	$(PY) -m csr_llm_core.intent_adapter_build --live-runs $(LIVE_RUNS) $(ADAPTER_ARGS)
+	@mkdir -p $(ROUNDS)
+	rm -rf $(ROUNDS)/seed$(ROUND)
+	$(PY) -m csr_llm_bringup.training_scenarios --seed $(ROUND) --scenario-dir build/intent_adapter/scenarios/seed$(ROUND) \
+		--runs-dir $(ROUNDS)/seed$(ROUND) $(LIVE_RUNS_ARGS)
+	$(PY) -m csr_llm_core.intent_adapter_build --live-runs $$(ls -d $(ROUNDS)/seed*) $(ADAPTER_ARGS)
 
 # Memory recall: CSR vs sliding window vs BM25 retrieval vs full recompute vs CSR + archive recall on
 # generated 4K-32K-token histories (build/bench/recall.json + recall.png; ~10-15 min on 2 cores).
