@@ -74,15 +74,15 @@ def _a_new_round_records_only_its_own_runs(tmp_path, engine, catalogue, template
 
     monkeypatch.setattr(build, "record", counting_record)
     cache, key = tmp_path / "live_features.npz", {"model_sha256": "m", "suffix": {"question": "q"}}
-    first = build._live_features(engine, catalogue, template, [first_round], cache, key, None)
+    first = build.live_features(engine, catalogue, template, [first_round], cache, key, None)
     assert recorded == ["runs/door_open"] and len(first["hidden"]) == probes
     assert set(first["episode"].tolist()) == {0}
-    again = build._live_features(engine, catalogue, template, [first_round], cache, key, None)
+    again = build.live_features(engine, catalogue, template, [first_round], cache, key, None)
     assert recorded == ["runs/door_open"] and np.array_equal(again["hidden"], first["hidden"])
-    both = build._live_features(engine, catalogue, template, [second_round, first_round], cache, key, None)
+    both = build.live_features(engine, catalogue, template, [second_round, first_round], cache, key, None)
     assert recorded == ["runs/door_open", "round2/door_open"]
     assert both["episode"].tolist() == [0] * probes + [1] * probes
     assert np.array_equal(both["hidden"][probes:], first["hidden"])
     assert np.allclose(both["hidden"][:probes], first["hidden"], atol=1e-3)   # the same run, recorded again
-    build._live_features(engine, catalogue, template, [first_round], cache, dict(key, model_sha256="other"), None)
+    build.live_features(engine, catalogue, template, [first_round], cache, dict(key, model_sha256="other"), None)
     assert recorded[-1] == "runs/door_open"                                # another key: nothing reused

@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import yaml
@@ -126,7 +126,7 @@ def score_heldout(engine, catalogue, template, adapter_path: Path) -> dict:
 
 def main(argv=None) -> int:
     from .engine import LlamaEngine
-    from .model import model_checksum, sha256_file
+    from .model import model_checksum
     from .prompt import PromptTemplate
     from .reasoning_config import ReasoningNodeConfig
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -181,7 +181,7 @@ def main(argv=None) -> int:
     live = np.zeros(len(hidden), dtype=bool)
     runs = [run for folder in args.live_runs for run in sorted(folder.glob("*/latest"))]
     if runs:
-        live_data = _live_features(engine, catalogue, template, runs, args.live_features, key, args.anchors)
+        live_data = live_features(engine, catalogue, template, runs, args.live_features, key, args.anchors)
         hidden, base, accept = (np.concatenate([data[k], live_data[k]]) for k in ("hidden", "base", "accept"))
         held = np.concatenate([held, live_data["episode"] % 5 == 0])
         live = np.concatenate([live, np.ones(len(live_data["hidden"]), dtype=bool)])
@@ -218,7 +218,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def _live_features(engine, catalogue, template, runs: Sequence[Path], path: Path, key: dict, anchors) -> dict:
+def live_features(engine, catalogue, template, runs: Sequence[Path], path: Path, key: dict, anchors) -> dict:
     """Features of every run's probes, in run order (a run's probes share its episode index). Runs
     already in the cache under the same key are reused, so a new DAgger round records its own runs
     only; a run whose decisions.json changed is recorded again."""
@@ -242,7 +242,7 @@ def _live_features(engine, catalogue, template, runs: Sequence[Path], path: Path
     keep = np.array([run_id in order for run_id in merged["run"].tolist()], dtype=bool)
     position = np.array([order.get(run_id, -1) for run_id in merged["run"].tolist()])
     rows = np.flatnonzero(keep)[np.argsort(position[keep], kind="stable")]
-    data = {k: merged[k][rows] for k in merged}
+    data: Dict[str, Any] = {k: merged[k][rows] for k in merged}
     data["episode"], data["intents"] = position[rows], list(parts[0]["intents"])
     if todo:
         _save(path, data, key)
