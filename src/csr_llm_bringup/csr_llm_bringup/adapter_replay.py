@@ -22,8 +22,8 @@ import numpy as np
 import yaml
 
 from csr_llm_core.catalogue import IntentCatalogue
-from csr_llm_core.intent_adapter import DEFAULT_ADAPTER, adapted_scores, head_digest
-from csr_llm_core.intent_adapter_build import RECORDING_VERSION, live_features
+from csr_llm_core.intent_adapter import DEFAULT_ADAPTER, Anchors, adapted_scores
+from csr_llm_core.intent_adapter_build import live_features, recording_key
 from csr_llm_core.prompt import PromptTemplate
 
 from .bench_decisions import scenario_bootstrap_ci
@@ -39,19 +39,20 @@ def load_weights(path: Path, key: dict) -> Tuple[np.ndarray, ...]:
     for field, what in (("model_sha256", "model"), ("head_sha256", "prompt head"), ("suffix", "question")):
         if field in meta and meta[field] != key[field]:
             raise SystemExit(f"{path}: fitted to another {what} than the config and model here")
-    if meta.get("anchors", {}).get("lines") or meta.get("anchors", {}).get("question_end"):
+    if Anchors.from_meta(meta.get("anchors")).count > 1:
         raise SystemExit(f"{path}: reads several anchors; replay records the intent position only")
     return weights
 
 
 def scenario_counts(data: dict, weights=None) -> Counts:
-    """(matched, scored) per scenario (the run folder's name) for an adapter, or the bare model."""
+    """(matched, scored) per scenario (`data["scenario"]`, one name per probe) for an adapter, or the
+    bare model."""
     scores = np.asarray(data["base"], dtype=np.float64)
     if weights is not None:
         w, b, mean, scale = weights
         scores = adapted_scores(scores, (data["hidden"] - mean) / scale, w, b)
     hit = data["accept"][np.arange(len(scores)), scores.argmax(axis=1)]
-    scenario = np.array([run_id.split("@")[0].split("/")[-1] for run_id in data["run"].tolist()])
+    scenario = np.asarray(data["scenario"])
     return {name: (int(hit[scenario == name].sum()), int((scenario == name).sum())) for name in sorted(set(scenario))}
 
 
@@ -88,12 +89,18 @@ def table(summary: dict) -> str:
     return "\n".join(rows)
 
 
+def run_folders(folders: Sequence[Path]) -> List[Path]:
+    """Recorded runs: a folder holding decisions.json is one, otherwise its <scenario>/latest."""
+    return [run for folder in folders
+            for run in ([folder] if (folder / "decisions.json").exists() else sorted(folder.glob("*/latest")))]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from csr_llm_core.engine import LlamaEngine
-    from csr_llm_core.model import model_checksum
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=Path, nargs="+", required=True,
-                        help="folders of recorded runs (<scenario>/latest, as bench_decisions writes them)")
+                        help="recorded runs: run folders (decisions.json and bag) or folders of "
+                             "<scenario>/latest, as bench_decisions writes them")
     parser.add_argument("--adapter", action="append", required=True, metavar="NAME=PATH",
                         help="an adapter file to score ('default': the bundled one); the first is the base")
     parser.add_argument("--features", type=Path, default=Path("build/bench/adapter_replay_features.npz"))
@@ -108,20 +115,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not path:
             parser.error(f"--adapter {item}: expected NAME=PATH")
         adapters.append((label, DEFAULT_ADAPTER if path == "default" else Path(path)))
-    runs = [run for folder in args.runs for run in sorted(folder.glob("*/latest"))]
+    runs = run_folders(args.runs)
     if not runs:
-        parser.error(f"no <scenario>/latest run folders under {', '.join(map(str, args.runs))}")
+        parser.error(f"no recorded run in {', '.join(map(str, args.runs))}")
     catalogue = IntentCatalogue.from_file(args.config_dir / "intents.yaml")
     template = PromptTemplate.from_mapping(yaml.safe_load((args.config_dir / "prompt.yaml").read_text()))
     engine = LlamaEngine(args.model_path, n_ctx=4096, n_threads=args.n_threads, name="replay")
     try:
-        key = {"recording": RECORDING_VERSION, "model_sha256": model_checksum(engine.model_path),
-               "head_sha256": head_digest(engine.tokenize(template.head_text(catalogue), bos=True)),
-               "suffix": template.suffix_settings()}
+        key = recording_key(engine, catalogue, template)
         weights = {label: load_weights(path, key) for label, path in adapters}
         data = live_features(engine, catalogue, template, runs, args.features, key, None)
     finally:
         engine.close()
+    names = [json.loads((run / "decisions.json").read_text())["scenario"] for run in runs]
+    data["scenario"] = [names[episode] for episode in data["episode"]]
     counts = {label: scenario_counts(data, w) for label, w in weights.items()}
     counts["bare"] = scenario_counts(data)
     summary = summarize(counts)

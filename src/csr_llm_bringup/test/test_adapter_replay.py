@@ -10,8 +10,7 @@ def _probes():
     accept = np.array([[1, 0], [0, 1], [0, 1], [1, 0], [0, 1]], dtype=bool)
     hidden = np.array([[0.0], [1.0], [1.0], [0.0], [1.0]])
     base = np.tile([-0.1, -0.2], (5, 1))
-    run = np.array(["runs/a@x"] * 3 + ["runs/b@y"] * 2)
-    return {"hidden": hidden, "base": base, "accept": accept, "run": run}
+    return {"hidden": hidden, "base": base, "accept": accept, "scenario": ["a"] * 3 + ["b"] * 2}
 
 
 def test_each_adapter_is_scored_on_the_same_probes_per_scenario():

@@ -84,5 +84,17 @@ def _a_new_round_records_only_its_own_runs(tmp_path, engine, catalogue, template
     assert both["episode"].tolist() == [0] * probes + [1] * probes
     assert np.array_equal(both["hidden"][probes:], first["hidden"])
     assert np.allclose(both["hidden"][:probes], first["hidden"], atol=1e-3)   # the same run, recorded again
+    alone = build.live_features(engine, catalogue, template, [second_round], cache, key, None)
+    assert len(recorded) == 2 and alone["episode"].tolist() == [0] * probes    # fewer rounds: all cached
     build.live_features(engine, catalogue, template, [first_round], cache, dict(key, model_sha256="other"), None)
     assert recorded[-1] == "runs/door_open"                                # another key: nothing reused
+
+    # the same run through adapter_replay's command: the bundled adapter and the bare model decide its probes
+    from csr_llm_bringup import adapter_replay
+    out = tmp_path / "replay.json"
+    assert adapter_replay.main(["--runs", str(first_round), "--adapter", "bundled=default", "--n-threads", "1",
+                                "--features", str(tmp_path / "replay_features.npz"), "--out", str(out)]) == 0
+    replay = json.loads(out.read_text())
+    assert list(replay["scenarios"]) == ["door_open"]
+    assert replay["overall"]["bundled"]["probes"] == replay["overall"]["bare"]["probes"] == probes
+    assert 0.0 <= replay["overall"]["bare"]["accuracy"] <= 1.0 and replay["overall"]["bare"]["change_ci95"] is None

@@ -126,7 +126,6 @@ def score_heldout(engine, catalogue, template, adapter_path: Path) -> dict:
 
 def main(argv=None) -> int:
     from .engine import LlamaEngine
-    from .model import model_checksum
     from .prompt import PromptTemplate
     from .reasoning_config import ReasoningNodeConfig
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -162,10 +161,8 @@ def main(argv=None) -> int:
     template = PromptTemplate.from_mapping(yaml.safe_load((args.config_dir / "prompt.yaml").read_text()))
     swa_full = args.swa_full == "true"
     engine = LlamaEngine(args.model_path, n_ctx=4096, n_threads=args.n_threads, name="adapter", swa_full=swa_full)
-    head = engine.tokenize(template.head_text(catalogue), bos=True)
-    key = {"episodes": args.episodes, "seed": args.seed, "generator": GENERATOR_VERSION, "recording": RECORDING_VERSION,
-           "head_sha256": head_digest(head), "model_sha256": model_checksum(engine.model_path),
-           "suffix": template.suffix_settings()}
+    key = {"episodes": args.episodes, "seed": args.seed, "generator": GENERATOR_VERSION,
+           **recording_key(engine, catalogue, template)}
     if args.anchors.count > 1:          # the default's key (and cached features) stay as they were
         key["anchors"] = args.anchors.to_meta()
     if not swa_full:
@@ -218,10 +215,19 @@ def main(argv=None) -> int:
     return 0
 
 
+def recording_key(engine, catalogue: IntentCatalogue, template) -> dict:
+    """What recorded features depend on: how probes are recorded, the model, the head, the question."""
+    from .model import model_checksum
+    return {"recording": RECORDING_VERSION, "model_sha256": model_checksum(engine.model_path),
+            "head_sha256": head_digest(engine.tokenize(template.head_text(catalogue), bos=True)),
+            "suffix": template.suffix_settings()}
+
+
 def live_features(engine, catalogue, template, runs: Sequence[Path], path: Path, key: dict, anchors) -> dict:
     """Features of every run's probes, in run order (a run's probes share its episode index). Runs
     already in the cache under the same key are reused, so a new DAgger round records its own runs
-    only; a run whose decisions.json changed is recorded again."""
+    only; a run whose decisions.json changed is recorded again. The cache keeps every run it has
+    seen, so a fit on fewer rounds records nothing."""
     from .live_episodes import run_streams
     from .model import sha256_file
     ids = [f"{r.parent.parent.name}/{r.parent.name}@{sha256_file(r / 'decisions.json')[:16]}" for r in runs]
@@ -237,15 +243,17 @@ def live_features(engine, catalogue, template, runs: Sequence[Path], path: Path,
         parts.append(new)
     if not parts:
         raise SystemExit(f"no scored decisions in the live runs ({len(runs)} run folders)")
-    merged = {k: np.concatenate([part[k] for part in parts]) for k in ("hidden", "base", "accept", "run")}
+    columns = ("hidden", "base", "accept", "run")
+    merged: Dict[str, Any] = {k: np.concatenate([part[k] for part in parts]) for k in columns}
+    merged["intents"] = list(parts[0]["intents"])
     order = {run_id: index for index, run_id in enumerate(ids)}
-    keep = np.array([run_id in order for run_id in merged["run"].tolist()], dtype=bool)
     position = np.array([order.get(run_id, -1) for run_id in merged["run"].tolist()])
-    rows = np.flatnonzero(keep)[np.argsort(position[keep], kind="stable")]
-    data: Dict[str, Any] = {k: merged[k][rows] for k in merged}
-    data["episode"], data["intents"] = position[rows], list(parts[0]["intents"])
     if todo:
-        _save(path, data, key)
+        _save(path, dict(merged, episode=position), key)
+    rows = np.flatnonzero(position >= 0)
+    rows = rows[np.argsort(position[rows], kind="stable")]
+    data = {k: merged[k][rows] for k in columns}
+    data["episode"], data["intents"] = position[rows], merged["intents"]
     return data
 
 
