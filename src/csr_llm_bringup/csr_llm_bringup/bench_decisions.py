@@ -107,7 +107,7 @@ def scenario_result(run_dir: Path, catalogue: Any = None) -> Dict[str, Any]:
         "goals": summary.get("goals") or {},
         "sim_seconds": summary.get("sim_seconds"),   # None on wall time (no /clock)
         "_reactions": [r["reaction_s"] for r in detail["reactions"]],
-        "_ttfts": [d["ttft_ms"] for d in detail["decisions"]],
+        "_ttfts": [d["ttft_ms"] for d in detail["decisions"] if not d.get("reused")],
     }
 
 

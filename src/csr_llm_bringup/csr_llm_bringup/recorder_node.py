@@ -103,7 +103,7 @@ class RecorderNode(Node):
             s.on_time(stamp_to_sec(msg.clock))
         elif topic == "decision":
             s.on_decision(_t(msg.header), msg.ttft_ms, msg.intent, msg.resource, msg.state_version,
-                          arguments=_arguments(msg), total_ms=msg.total_ms)
+                          arguments=_arguments(msg), total_ms=msg.total_ms, reused=msg.reused)
         elif topic == "csr_status":
             s.on_csr_status(_t(msg.header), msg.evictions, msg.swaps, msg.prefix_tokens, msg.state_version)
         elif topic == "router_status":

@@ -97,6 +97,21 @@ def test_decision_time_per_second_of_the_run():
     assert stats.summary()["decision_longest_ms"] == 600.0
 
 
+def test_reused_decisions_are_counted_and_left_out_of_the_ttft_percentiles(tmp_path, catalogue):
+    """A reused decision (inputs unchanged: the previous result) has no TTFT of the model's."""
+    stats = RunStats(clock_seen=True)
+    stats.on_time(0.0, 10.0)
+    for t, ttft, reused in ((0.5, 300.0, False), (1.0, 0.05, True), (1.5, 0.04, True), (2.0, 500.0, False)):
+        stats.on_decision(t, ttft, "stop", "R1", 0, total_ms=ttft, reused=reused)
+    stats.on_time(2.0, 12.0)
+    summary = stats.summary()
+    assert summary["decisions"] == 4 and summary["decisions_reused"] == 2
+    assert summary["ttft_p50_ms"] == 400.0 and summary["ttft_p99_ms"] == pytest.approx(498.0)
+    run = _run(tmp_path, "r", [(1.5, "stop", {}, 100.0)], {})
+    detail = json.loads((run / "decisions.json").read_text())
+    assert detail["decisions"][0]["reused"] is False
+
+
 def test_acting_where_only_pausing_intents_are_acceptable_is_counted(tmp_path, catalogue):
     """hold_violations: in a window accepting only stop/hold_position (pausing intents), a task
     decision counts; a pausing one that is not accepted (back_off) is a mismatch but no violation."""

@@ -167,7 +167,8 @@ def main(argv=None) -> int:
         # the baseline as before: a decision first appends every pending token, the re-evaluation of
         # the shortened prefix after an eviction included
         config = ReasonerConfig(tau_mem=args.tau_mem, evict_ratio=args.evict_ratio, n_catchup=args.n_catchup,
-                                mode=mode, rebuild_batch=args.rebuild_batch, decide_on_cached=mode == "asr")
+                                mode=mode, rebuild_batch=args.rebuild_batch, decide_on_cached=mode == "asr",
+                                reuse_decisions=False)   # every due decision evaluates: its latency is measured
         for engine in engines:
             engine.clear()
         reasoner = Reasoner(engines if mode == "asr" else engines[:1], catalogue, template, config)

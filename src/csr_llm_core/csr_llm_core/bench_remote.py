@@ -105,7 +105,7 @@ def _row(row: dict) -> str:
 
 def asr_runs(args, catalogue, template, ports, log_dir: Path) -> dict:
     config = ReasonerConfig(tau_mem=args.tau_mem, evict_ratio=0.5, n_catchup=args.n_catchup, mode="asr",
-                            rebuild_batch=args.rebuild_batch)
+                            rebuild_batch=args.rebuild_batch, reuse_decisions=False)   # latency of every decision
     n_ctx = 2 * args.tau_mem
     results = {}
     servers = [LlamaServer(port, slots=1, n_ctx_per_slot=n_ctx, log_path=log_dir / f"asr-server-{i}.log")

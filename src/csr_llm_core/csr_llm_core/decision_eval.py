@@ -123,10 +123,11 @@ def offline_config(engine):
 
     Every decision sees every chunk said before it: the live node appends between decisions, but
     here nothing does, and with `decide_on_cached` the prefix would lag the stream by up to
-    `max_uncached_tokens` (the suffix's events would be newer than the state the model reads)."""
+    `max_uncached_tokens` (the suffix's events would be newer than the state the model reads).
+    Every probe is evaluated (no reuse): evaluation times and recorded features are the model's."""
     from .reasoner import ReasonerConfig
     return ReasonerConfig(tau_mem=engine.n_ctx - 256, mode="sync", suffix_reserve=128, max_chunk_tokens=512,
-                          decide_on_cached=False)
+                          decide_on_cached=False, reuse_decisions=False)
 
 
 def evaluate(engine, catalogue: IntentCatalogue, template, streams: Mapping[str, Tuple[str, Stream]],

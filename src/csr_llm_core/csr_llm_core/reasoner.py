@@ -44,6 +44,7 @@ from .archive_recall import ArchiveRecall, archive_header
 from .backend import BackendUnavailable, DecisionRefused, NoResourceAvailable, ReasoningBackend
 from .catalogue import IntentCatalogue, PausedTask
 from .csr_state import CachedState, Chunk, ChunkArchive, KIND_EVENT
+from .decision_memo import DecisionMemo, decision_key
 from .decision_prompt import DecisionPrompt
 from .engine import DecodeResult
 from .failover import FailoverMixin, ResourceHealth
@@ -87,6 +88,9 @@ class ReasonerConfig:
     # evaluate the static head on an idle local secondary at start, so the first eviction rebuilds
     # only the live chunks (False: that rebuild evaluates the head too; what bench-rtf compares)
     warm_head: bool = True
+    # a decision whose inputs (cached tokens, suffix, grounding, context) equal the previous one's
+    # returns its result without evaluating (decision_memo.py); False: every decision evaluates
+    reuse_decisions: bool = True
 
 
 @dataclass
@@ -98,6 +102,7 @@ class Decision:
     resource: str
     catchup_ms: float                # time spent appending pending chunks before the decision
     stamp: float = field(default_factory=time.time)
+    reused: bool = False             # the previous decision's result: its inputs were unchanged
 
 
 class _Preempted(Exception):
@@ -172,6 +177,7 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
         self.failovers = 0
         self.refused_decisions = 0
         self.last_cached_tokens = -1
+        self.memo = DecisionMemo(enabled=config.reuse_decisions)
         self.last_seq: Optional[int] = None
         self.sequence_epoch = 0                  # the aggregator start the sequence belongs to (0: unknown)
         self.seq_gaps = 0
@@ -390,11 +396,18 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
             self._sync_primary(deciding=True)
             catchup_ms = (time.perf_counter() - start) * 1e3
             suffix, grounded, context = self.decision_inputs(running, interrupts, paused)
-            result = self.primary.decide(suffix, self.grammar, grounded, context)
+            began = time.perf_counter()
+            key = decision_key(self.primary.name, self.primary.tokens, suffix, grounded, context,
+                               policy=id(self.grammar.intent_adapter))
+            result = self.memo.lookup(key, began)
+            reused = result is not None
+            if result is None:
+                result = self.primary.decide(suffix, self.grammar, grounded, context)
+                self.memo.store(key, result)
             self.last_cached_tokens = result.cached_tokens
             with self._lock:
                 return Decision(result, self._primary_version, result.prefix_tokens, self._held_seq,
-                                self.primary.name, catchup_ms)
+                                self.primary.name, catchup_ms, reused=reused)
         finally:
             self._primary_idle.set()
 
@@ -418,7 +431,7 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
                     "cached_tokens": self.last_cached_tokens, "failovers": self.failovers,
                     "refused_decisions": self.refused_decisions, "down_resources": self.health.down,
                     "untokenized_chunks": len(self._untokenized), "preempted_pumps": self.preempted_pumps,
-                    "overflow_stalls": self.overflow_stalls}
+                    "overflow_stalls": self.overflow_stalls, "reused_decisions": self.memo.reused}
 
 
 def _common_prefix(held: Sequence[int], view: Sequence[int], limit: int) -> int:

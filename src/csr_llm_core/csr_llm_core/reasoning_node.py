@@ -314,7 +314,7 @@ class ReasoningNode(Node):
                        state_version=decision.state_version, prefix_tokens=decision.prefix_tokens,
                        last_chunk_seq=max(decision.last_chunk_seq, 0), ttft_ms=result.ttft_ms,
                        total_ms=decision.catchup_ms + result.total_ms, resource=decision.resource,
-                       raw_output=result.text)
+                       raw_output=result.text, reused=decision.reused)
         if stamp is None:
             msg.header.stamp = self.get_clock().now().to_msg()
         else:   # the logical time the decision belongs to (reproducible under replay)
