@@ -14,7 +14,9 @@ rebuild) and the simulator's wall-time profile (``sim_wall_s``). It writes::
 
 medians over the repeats; ``rtf_ratio`` is the variant's median RTF over the baseline's.
 ``rtf_without_decisions`` is the bound the rest of the loop sets (sim seconds over the wall time
-not spent waiting for decisions). Plain module (the graph runs as subprocesses; no rclpy here).
+not spent waiting for decisions). ``cpu_s_per_sim_s`` is each process's CPU time per sim second
+(``csr-llm run`` samples /proc): at a real-time factor of 1 their total must fit the machine's cores.
+Plain module (the graph runs as subprocesses; no rclpy here).
 """
 from __future__ import annotations
 
@@ -64,14 +66,27 @@ def run_figures(run_dir: Path) -> Dict[str, Any]:
             "decision_wall_s_per_s": summary.get("decision_wall_s_per_s"),
             "sim_seconds": sim_s, "sim_wall_s": wall,
             "rtf_without_decisions": round(sim_s / rest, 3) if rest > 0 else None,
-            "decisions": summary.get("decisions"), "swaps": summary.get("swaps"),
+            "decisions": summary.get("decisions"), "decisions_reused": summary.get("decisions_reused"),
+            "swaps": summary.get("swaps"),
             "longest_decision_ms": summary.get("decision_longest_ms"),
-            "decision_accuracy": summary.get("decision_accuracy")}
+            "decision_accuracy": summary.get("decision_accuracy"),
+            # CPU seconds per sim second of each process and in all (the runner's /proc samples)
+            "cpu_s_per_sim_s": (summary.get("cpu") or {}).get("cpu_s_per_sim_s"),
+            "cpu_s_per_sim_s_total": (summary.get("cpu") or {}).get("cpu_s_per_sim_s_total"),
+            "cores_busy": (summary.get("cpu") or {}).get("cores_busy")}
 
 
 def _median(values: Sequence[Any]) -> Optional[float]:
     numbers = [float(v) for v in values if v is not None]
     return round(statistics.median(numbers), 3) if numbers else None
+
+
+def _median_per_key(maps: Sequence[Optional[Dict[str, float]]]) -> Optional[Dict[str, Optional[float]]]:
+    present = [m for m in maps if m]
+    if not present:
+        return None
+    keys = sorted({k for m in present for k in m}, key=lambda k: -max(m.get(k, 0.0) for m in present))
+    return {k: _median([m.get(k) for m in present]) for k in keys}
 
 
 def summarise(scenario: str, variants: Dict[str, List[str]], runs: Dict[str, List[Dict[str, Any]]],
@@ -89,6 +104,9 @@ def summarise(scenario: str, variants: Dict[str, List[str]], runs: Dict[str, Lis
             "longest_decision_ms": _median([r["longest_decision_ms"] for r in done]),
             "rtf_without_decisions": _median([r["rtf_without_decisions"] for r in done]),
             "sim_wall_s": {phase: _median([r["sim_wall_s"].get(phase) for r in done]) for phase in phases},
+            "cpu_s_per_sim_s": _median_per_key([r.get("cpu_s_per_sim_s") for r in done]),
+            "cpu_s_per_sim_s_total": _median([r.get("cpu_s_per_sim_s_total") for r in done]),
+            "cores_busy": _median([r.get("cores_busy") for r in done]),
         }
     base = out["variants"].get(baseline, {}).get("real_time_factor")
     for entry in out["variants"].values():
@@ -101,13 +119,18 @@ def table(bench: Dict[str, Any]) -> str:
     def cell(value: Any, spec: str = ".3f") -> str:
         return "-" if value is None else format(value, spec)
     lines = [f"{'variant':18s} {'RTF':>6s} {'ratio':>6s} {'dec s/s':>8s} {'longest ms':>10s} "
-             f"{'RTF w/o dec':>11s} {'lockstep s':>10s} {'control s':>9s}"]
+             f"{'RTF w/o dec':>11s} {'lockstep s':>10s} {'control s':>9s} {'CPU s/s':>8s} {'cores':>6s}"]
     for name, v in bench["variants"].items():
         wall = v["sim_wall_s"]
         lines.append(f"{name:18s} {cell(v['real_time_factor']):>6s} {cell(v['rtf_ratio'], '.2f'):>6s} "
                      f"{cell(v['decision_wall_s_per_s']):>8s} {cell(v['longest_decision_ms'], '.0f'):>10s} "
                      f"{cell(v['rtf_without_decisions']):>11s} {cell(wall.get('decision lockstep'), '.1f'):>10s} "
-                     f"{cell(wall.get('control round trip'), '.1f'):>9s}")
+                     f"{cell(wall.get('control round trip'), '.1f'):>9s} "
+                     f"{cell(v.get('cpu_s_per_sim_s_total'), '.2f'):>8s} "
+                     f"{cell(v.get('cores_busy'), '.2f'):>6s}")
+    lines += [f"  {name} CPU s per sim s: " + ", ".join(f"{k} {x:.2f}" for k, x in v["cpu_s_per_sim_s"].items()
+                                                        if x is not None)
+              for name, v in bench["variants"].items() if v.get("cpu_s_per_sim_s")]
     return "\n".join(lines)
 
 

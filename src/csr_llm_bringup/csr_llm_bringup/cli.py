@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import signal
 import sys
@@ -28,6 +29,25 @@ def new_run_dir(runs_dir: Path) -> Path:
         latest.unlink()
     latest.symlink_to(run_dir.name)
     return run_dir
+
+
+def add_cpu_profile(summary_path: Path, series) -> None:
+    """The processes' CPU time inside the recorded span, into the run's summary.json (`cpu`)."""
+    from .process_cpu import cpu_profile
+    try:
+        summary = json.loads(summary_path.read_text())
+    except (OSError, ValueError):
+        return                      # no recorder in the profile, or it wrote nothing
+    span = summary.get("wall_span_monotonic_s")
+    if not span or not series:
+        return
+    summary["cpu"] = cpu_profile(series, span[0], span[1], summary.get("sim_seconds"))
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n")
+    cpu = summary["cpu"]
+    per = cpu.get("cpu_s_per_sim_s") or cpu["cpu_s"]
+    unit = "CPU s per sim s" if "cpu_s_per_sim_s" in cpu else "CPU s"
+    print(f"[runner] {unit}: " + ", ".join(f"{k} {v}" for k, v in per.items())
+          + f"; cores busy {cpu['cores_busy']}", flush=True)
 
 
 def cmd_run(args) -> int:
@@ -58,6 +78,7 @@ def cmd_run(args) -> int:
     finally:
         codes = runner.shutdown()
     print(f"[runner] exit codes: {codes}", flush=True)
+    add_cpu_profile(run_dir / "summary.json", runner.cpu)
     report = run_dir / "report.md"
     if report.exists():
         print(f"[runner] report: {report}", flush=True)

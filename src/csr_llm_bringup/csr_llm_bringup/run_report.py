@@ -26,7 +26,8 @@ class RunStats:
     clock_seen: bool = False          # /clock was recorded: times are sim time, else wall time
     wall_first: Optional[float] = None    # monotonic wall time of the first and last timed message
     wall_last: Optional[float] = None
-    decisions: List[Tuple[float, float, str, str, int]] = field(default_factory=list)  # t, ttft, intent, res, k
+    # t, ttft, intent, resource, state version, reused (the previous decision's result: no TTFT of the model's)
+    decisions: List[Tuple[float, float, str, str, int, bool]] = field(default_factory=list)
     evictions: List[float] = field(default_factory=list)
     swaps: List[float] = field(default_factory=list)
     csr_last: Dict[str, float] = field(default_factory=dict)
@@ -66,8 +67,9 @@ class RunStats:
         self.last_time = t if self.last_time is None else max(self.last_time, t)
 
     def on_decision(self, t: float, ttft_ms: float, intent: str, resource: str, state_version: int,
-                    arguments: Optional[Mapping[str, Any]] = None, total_ms: float = 0.0) -> None:
-        self.decisions.append((t, ttft_ms, intent, resource, state_version))
+                    arguments: Optional[Mapping[str, Any]] = None, total_ms: float = 0.0,
+                    reused: bool = False) -> None:
+        self.decisions.append((t, ttft_ms, intent, resource, state_version, bool(reused)))
         if math.isfinite(total_ms):
             self.decision_wall_s += max(0.0, float(total_ms)) / 1e3
             self.decision_longest_ms = max(self.decision_longest_ms or 0.0, float(total_ms))
@@ -171,7 +173,8 @@ class RunStats:
     def summary(self) -> dict:
         duration = (0.0 if self.first_time is None or self.last_time is None
                     else self.last_time - self.first_time)
-        ttfts = np.array([d[1] for d in self.decisions]) if self.decisions else np.array([0.0])
+        evaluated = [d[1] for d in self.decisions if not d[5]]      # TTFT percentiles are the model's
+        ttfts = np.array(evaluated) if evaluated else np.array([0.0])
         return {
             # duration_s and decisions_per_s are on sim time with a /clock, else on wall time
             "time_base": "sim" if self.clock_seen else "wall",
@@ -181,6 +184,7 @@ class RunStats:
             "real_time_factor": self.real_time_factor(duration),
             "decisions": len(self.decisions),
             "decisions_per_s": round(len(self.decisions) / duration, 3) if duration > 0 else 0.0,
+            "decisions_reused": sum(1 for d in self.decisions if d[5]),
             "ttft_p50_ms": round(float(np.percentile(ttfts, 50)), 1),
             "ttft_p99_ms": round(float(np.percentile(ttfts, 99)), 1),
             "evictions": int(self.csr_last.get("evictions", 0)),
@@ -204,6 +208,10 @@ class RunStats:
             # the run: with decisions lockstepped, real time needs this well below 1
             "decision_wall_s_per_s": round(self.decision_wall_s / duration, 3) if duration > 0 else None,
             "decision_longest_ms": None if self.decision_longest_ms is None else round(self.decision_longest_ms, 1),
+            # CLOCK_MONOTONIC (one clock for every process) of the first and last timed message: the
+            # runner takes each process's CPU time inside this span (process_cpu.py)
+            "wall_span_monotonic_s": None if self.wall_first is None or self.wall_last is None
+            else [round(self.wall_first, 3), round(self.wall_last, 3)],
             **_score_summary(self.decision_score()),
         }
 
@@ -242,8 +250,13 @@ class RunStats:
         paths = []
         t0 = self.first_time or 0.0
         fig, ax = plt.subplots(figsize=(9, 3.8))
-        if self.decisions:
-            ax.plot([d[0] - t0 for d in self.decisions], [d[1] for d in self.decisions], ".-", lw=0.8, label="TTFT")
+        evaluated = [d for d in self.decisions if not d[5]]
+        if evaluated:
+            ax.plot([d[0] - t0 for d in evaluated], [d[1] for d in evaluated], ".-", lw=0.8, label="TTFT")
+        reused = [d[0] - t0 for d in self.decisions if d[5]]
+        if reused:
+            ax.plot(reused, [0.0] * len(reused), "|", color="tab:gray", ms=6,
+                    label=f"reused ({len(reused)}): inputs unchanged")
         for i, t in enumerate(self.evictions):
             ax.axvline(t - t0, color="tab:red", ls=":", lw=0.9, label="eviction" if i == 0 else None)
         for i, t in enumerate(self.swaps):
@@ -282,7 +295,8 @@ class RunStats:
         return {
             "scenario": self.scenario_info().get("scenario"),
             "decisions": [{"time": round(sd.time, 4), "intent": sd.intent, "args": dict(sd.arguments),
-                           "verdict": sd.verdict, "event": sd.event_id, "ttft_ms": round(d[1], 2)}
+                           "verdict": sd.verdict, "event": sd.event_id, "ttft_ms": round(d[1], 2),
+                           "reused": d[5]}
                           for sd, d in zip(score.decisions, sorted(self.decisions, key=lambda d: d[0]))],
             "reactions": [{"event": r.event_id, "start": round(r.start, 3), "end": round(r.end, 3),
                            "reaction_s": round(r.reaction_s, 3), "matched": r.matched,

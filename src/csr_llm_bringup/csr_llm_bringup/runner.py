@@ -6,7 +6,8 @@ console_scripts entry point, with its merged parameters in a generated params fi
 are prefixed with the node name; SIGINT/SIGTERM are forwarded (each node in its own session, so a
 terminal Ctrl-C reaches it once, through us); shutdown escalates SIGINT -> SIGTERM -> SIGKILL.
 Fast DDS is limited to UDP on loopback for the children, so no shared-memory segments outlive
-them. A node that exits on its own while the graph runs makes the run fail (exit code 1), unless
+them. Each child's CPU time is sampled while the graph runs (`cpu`, process_cpu.py). A node that
+exits on its own while the graph runs makes the run fail (exit code 1), unless
 the profile marks it `ends_run` and it exits with 0 (e.g. the simulator at the end of a scenario),
 or marks it `restart` (or `csr-llm run --restart NAME`): then a crash is reported and the node is
 started again after a back-off (1, 2, 4 ... s), at most MAX_RESTARTS times per run. A node with a
@@ -31,6 +32,7 @@ import yaml
 from csr_llm_core.ros.dds_env import localhost_dds_env
 
 from .graph import NodeSpec, Profile
+from .process_cpu import CpuSeries, process_cpu_s
 
 
 # After SIGINT a node gets this long (report, joins, saves) before SIGTERM; the launch files use
@@ -40,6 +42,7 @@ STACK_DUMP_WAIT_S = 1.0      # after SIGUSR1, before SIGKILL: time for a hung no
 # A node marked `restart` is started again at most this often per run, after 1, 2, 4 ... s.
 MAX_RESTARTS = 5
 RESTART_DELAY_S = 1.0
+CPU_SAMPLE_S = 0.5           # how often each child's CPU time is read (/proc) while the graph runs
 
 class LaunchError(RuntimeError):
     pass
@@ -111,6 +114,8 @@ class GraphRunner:
         self._print_lock = threading.Lock()
         self._stop = threading.Event()
         self.failed: List[str] = []
+        self.cpu: Dict[str, CpuSeries] = {}     # per process (named by its node and the nodes it hosts)
+        self._cpu_next = 0.0
 
     def _emit(self, name: str, line: str) -> None:
         with self._print_lock:
@@ -194,9 +199,25 @@ class GraphRunner:
                     self.failed.append(child.spec.name)
                     self._emit("runner", f"{child.spec.full_name} exited unexpectedly with code {code}; stopping")
                     return
+            self.sample_cpu()
             self._stop.wait(0.1)
 
+    def process_label(self, spec: NodeSpec) -> str:
+        return "+".join([spec.name] + [h.name for h in self.profile.hosted_by(spec.name)])
+
+    def sample_cpu(self, period_s: float = CPU_SAMPLE_S) -> None:
+        """Every child's CPU seconds so far, at most once per period (process_cpu.py)."""
+        now = time.monotonic()
+        if now < self._cpu_next:
+            return
+        self._cpu_next = now + period_s
+        for child in self.children:
+            if child.process.poll() is None:
+                self.cpu.setdefault(self.process_label(child.spec), CpuSeries()).add(
+                    child.process.pid, now, process_cpu_s(child.process.pid))
+
     def shutdown(self) -> Dict[str, int]:
+        self.sample_cpu(period_s=0.0)
         alive = [c for c in self.children if c.process.poll() is None]
         for child in alive:
             _signal_group(child.process, signal.SIGINT)

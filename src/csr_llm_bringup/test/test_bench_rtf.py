@@ -20,7 +20,7 @@ def test_variants_parse_and_bad_ones_say_what_to_write():
             parse_variant(bad)
 
 
-def _run_dir(tmp_path, name, rtf, totals, lockstep_s, total_s):
+def _run_dir(tmp_path, name, rtf, totals, lockstep_s, total_s, cpu=None):
     """A run folder's summary.json as RunStats writes it, from decisions with these total_ms."""
     run = tmp_path / name
     run.mkdir()
@@ -34,7 +34,9 @@ def _run_dir(tmp_path, name, rtf, totals, lockstep_s, total_s):
         **{key: summary[key] for key in ("decisions", "decision_wall_s_per_s", "decision_longest_ms")},
         "real_time_factor": rtf, "sim_seconds": 10.0, "swaps": 1, "decision_accuracy": 0.5,
         "sim_wall_s": {"decision lockstep": lockstep_s, "event decisions": 1.0, "control round trip": 5.0,
-                       "total": total_s}}))
+                       "total": total_s},
+        **({"cpu": {"cpu_s_per_sim_s": cpu, "cpu_s_per_sim_s_total": sum(cpu.values()), "cores_busy": 1.5}}
+           if cpu else {})}))
     return run
 
 
@@ -48,7 +50,8 @@ def test_run_figures_read_the_summary_with_its_longest_decision(tmp_path):
 def test_medians_per_variant_and_ratios_against_the_baseline(tmp_path):
     slow = [run_figures(_run_dir(tmp_path, f"s{i}", rtf, [200.0, 8000.0], 20.0, 30.0))
             for i, rtf in enumerate((0.30, 0.34))]
-    fast = [run_figures(_run_dir(tmp_path, f"f{i}", rtf, [200.0, 900.0], 12.0, 22.0))
+    fast = [run_figures(_run_dir(tmp_path, f"f{i}", rtf, [200.0, 900.0], 12.0, 22.0,
+                                 cpu={"reasoning": 2.0 + i, "recorder": 0.5}))
             for i, rtf in enumerate((0.44, 0.46))]
     bench = summarise("door_person", {"before": ["reasoning.swap_after_decisions=2"], "after": []},
                       {"before": slow, "after": fast + [{"error": "run exited 1"}]}, baseline="before")
@@ -60,3 +63,5 @@ def test_medians_per_variant_and_ratios_against_the_baseline(tmp_path):
     assert bench["repeats"] == 3 and bench["baseline"] == "before"
     text = table(bench)
     assert text.splitlines()[0].startswith("variant") and "1.41" in text and "8000" in text
+    assert after["cpu_s_per_sim_s"] == {"reasoning": 2.5, "recorder": 0.5} and after["cpu_s_per_sim_s_total"] == 3.0
+    assert before["cpu_s_per_sim_s"] is None and "after CPU s per sim s: reasoning 2.50, recorder 0.50" in text
