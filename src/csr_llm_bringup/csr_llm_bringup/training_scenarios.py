@@ -9,7 +9,8 @@ finished). These scenarios run through the real lockstepped graph like the bench
 training probe, labelled by the scenario's `expect` in force at its stamp.
 
 Each scenario is a random composition in the bench format (sim/scenario_format.py): one task (open
-the door, go to a zone, pick an object at the shelf), at most one interruption (a person coming
+the door, go to a zone, pick an object at the shelf, fetch one from the warehouse: drive there, then
+pick it at the shelf), at most one interruption (a person coming
 close and leaving, a motor overheating and cooling, a cancel, a repeated order, injected text, a
 change of plan, conflicting operators, a slippery floor, an order deferred until a condition with many
 notices before it holds), unrelated notices, and the task's end.
@@ -26,10 +27,10 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from csr_llm_core.decision_training import (ARRIVED, CANCEL, CHANGE, DOOR_DONE, DOOR_ORDERS, GOTO_ORDERS,
-                                            HANDLE_GRIPPED, HOSTILE, MOTOR_COOL, MOTOR_HOT, NOTICE_SUBJECTS,
-                                            NOTICE_TEXTS, OBJECT_DONE, OBJECT_GRIPPED, OBJECT_SEEN, OBJECTS,
-                                            PERSON_AWAY, PERSON_CLOSE, PERSON_LEFT, PERSON_NEAR, PICK_ORDERS,
+from csr_llm_core.decision_training import (ARRIVED, CANCEL, CHANGE, DOOR_DONE, DOOR_ORDERS, FETCH_ORDERS,
+                                            GOTO_ORDERS, HANDLE_GRIPPED, HOSTILE, MOTOR_COOL, MOTOR_HOT,
+                                            NOTICE_SUBJECTS, NOTICE_TEXTS, OBJECT_DONE, OBJECT_GRIPPED, OBJECT_SEEN,
+                                            OBJECTS, PERSON_AWAY, PERSON_CLOSE, PERSON_LEFT, PERSON_NEAR, PICK_ORDERS,
                                             REPEAT, SLIP_OFF, SLIP_ON)
 
 SAFE = ["hold_position", "stop"]
@@ -77,7 +78,7 @@ class _Builder:
 
 def _task(b: _Builder) -> Dict[str, Any]:
     """Start pose, order, goal and the task's expectation; returns the task description."""
-    kind = b.rng.choice(("door", "goto", "goto", "pick"))
+    kind = b.rng.choice(("door", "goto", "goto", "pick", "fetch", "fetch"))
     if kind == "door":
         expect: Dict[str, Any] = {"intents": ["open_door"]}
         order = b.pick(DOOR_ORDERS)
@@ -87,6 +88,21 @@ def _task(b: _Builder) -> Dict[str, Any]:
         b.data["robot"] = {"x": 0.0, "y": 0.0, "yaw": 0.0}
         return {"kind": kind, "expect": expect, "order": order, "goal": goal, "done": done, "progress": progress,
                 "x": 0.0}
+    if kind == "fetch":
+        # two stages: drive to the warehouse (move_to), then, at the shelf, pick the object
+        thing = b.rng.choice(OBJECTS)
+        x = round(b.rng.uniform(*START["warehouse"]), 2)
+        b.data["robot"] = {"x": x, "y": 0.0, "yaw": 0.0}
+        pick = {"intents": ["pick_object"], "args": {"pick_object.object": thing}}
+        return {"kind": kind, "x": x, "target": thing,
+                "expect": {"intents": ["move_to"], "args": {"move_to.zone": "warehouse"}}, "pick": pick,
+                "order": b.pick(FETCH_ORDERS, x=thing), "arrived": b.pick(ARRIVED, z="warehouse"),
+                "seen": b.pick(OBJECT_SEEN, x=thing),
+                "goal": {"id": "done", "when": {"object_height_above": 0.54}},
+                "done": {"after": "in_reach", "when": {"object_height_above": 0.54},
+                         "say": b.pick(OBJECT_DONE, x=thing)},
+                "progress": {"when": {"grip_force_above": 15.0},
+                             "say": b.pick(OBJECT_GRIPPED, x=thing, n="{grip_force:.0f}")}}
     if kind == "pick":
         thing = b.rng.choice(OBJECTS)
         b.data["robot"] = {"x": 2.4, "y": 0.0, "yaw": 0.0}
@@ -144,34 +160,40 @@ def build(rng: random.Random, name: str) -> Dict[str, Any]:
         trigger_at = round(task_at + rng.uniform(8.0, 11.0), 1)
         b.notices(task_at + 0.4, trigger_at - 0.4, rng.randint(12, 18))
         b.event("trigger", trigger, at=trigger_at, expect=expect)
-        duration = round(trigger_at + 14.0, 1)
+        duration = round(trigger_at + (20.0 if task["kind"] == "fetch" else 14.0), 1)
     else:
         b.event("task", task["order"], at=task_at, expect=expect)
     t1 = round(task_at + rng.uniform(1.0, 3.0), 1)
     resume_unless = "done"
+    # when the interruption comes: at t1 (a fetch is then still driving), or once a fetch is at the
+    # shelf; the task resumes with the stage it interrupted
+    anchor: Dict[str, Any] = {"at": t1}
+    resume = expect
+    if task["kind"] == "fetch" and interruption in ("person", "motor") and rng.random() < 0.5:
+        anchor, resume = {"after": "in_reach", "delay": round(rng.uniform(0.3, 1.2), 1)}, task["pick"]
     if interruption == "person":
         # the person starts to the side of the robot, walks up to it and leaves again
         b.data["person"] = {"x": round(task["x"] + rng.uniform(-0.4, 0.8), 2), "y": round(rng.uniform(-2.6, -1.6), 2)}
-        b.event("person_coming", b.pick(PERSON_NEAR), at=t1, person={"approach": 0.4, "speed": 1.0},
-                expect=_with_pause(expect, "hold_position", "stop", "back_off"))
+        b.event("person_coming", b.pick(PERSON_NEAR), person={"approach": 0.4, "speed": 1.0},
+                expect=_with_pause(resume, "hold_position", "stop", "back_off"), **anchor)
         close = b.pick(PERSON_CLOSE).replace("{d:.2f}", "{person_distance:.2f}").replace("{d:.1f}",
                                                                                          "{person_distance:.1f}")
         b.event("person_close", close, after="person_coming", when={"person_distance_below": 0.6},
                 expect={"intents": PAUSE, "args": BACK_OFF_MAX})
-        b.event("person_leaving", b.pick(PERSON_AWAY), at=round(t1 + rng.uniform(3.5, 6.0), 1),
+        b.event("person_leaving", b.pick(PERSON_AWAY), after="person_coming", delay=round(rng.uniform(3.5, 6.0), 1),
                 person={"leave": True, "speed": 1.2})
         b.event("person_left", b.pick(PERSON_LEFT), after="person_leaving", when={"person_distance_above": 1.5},
-                unless_goal=resume_unless, expect=expect)
+                unless_goal=resume_unless, expect=resume)
         duration = 20.0
     elif interruption == "motor":
         joint = rng.choice(HOT_JOINTS)
         temperature = "{temperature_%s:.0f}" % joint
-        b.event("motor_heating", at=t1, heat={"joint": joint, "add": 50.0})
+        b.event("motor_heating", heat={"joint": joint, "add": 50.0}, **anchor)
         b.event("motor_hot", b.pick(MOTOR_HOT, j=joint, t=temperature), after="motor_heating",
                 when={"temperature_above": {"joint": joint, "value": 70.0}}, expect=SAFE)
         b.event("motor_cool", b.pick(MOTOR_COOL, j=joint, t=temperature), after="motor_hot",
                 when={"temperature_below": {"joint": joint, "value": 60.0}}, unless_goal=resume_unless,
-                expect=expect)
+                expect=resume)
         duration = 20.0
     elif interruption == "cancel":
         b.event("cancel", b.pick(CANCEL), at=t1, expect=SAFE)
@@ -201,8 +223,14 @@ def build(rng: random.Random, name: str) -> Dict[str, Any]:
         b.event("slip_on", b.pick(SLIP_ON), when={"on_slip": True},
                 expect={"intents": ["stop", "hold_position", "move_to"], "args": dict(expect.get("args", {}))})
         b.event("slip_off", b.pick(SLIP_OFF), after="slip_on", when={"on_slip": False})
+    started_by = {"conflict": "resolved", "deferred": "trigger"}.get(interruption, "task")
+    if task["kind"] == "fetch" and interruption != "cancel":
+        b.event("arrived", task["arrived"], after=started_by, when={"zone": "warehouse"})
+        b.event("in_reach", task["seen"], after="arrived", delay=1.0,
+                object={"name": task["target"], "in_reach": "reach_shelf"}, expect=task["pick"])
+        started_by = "in_reach"
+        duration = max(duration, 26.0)
     if task.get("progress") and rng.random() < 0.7:
-        started_by = {"conflict": "resolved", "deferred": "trigger"}.get(interruption, "task")
         b.event("progress", after=started_by, **task["progress"])
     if task.get("done"):
         b.event("done", expect=SAFE, **task["done"])

@@ -8,8 +8,8 @@ from csr_llm_bringup.training_scenarios import INTERRUPTIONS, GOTO_ONLY, write_s
 
 
 def test_generated_scenarios_load_and_are_reproducible(tmp_path):
-    paths = write_scenarios(tmp_path / "a", 60, seed=3)
-    again = write_scenarios(tmp_path / "b", 60, seed=3)
+    paths = write_scenarios(tmp_path / "a", 100, seed=3)
+    again = write_scenarios(tmp_path / "b", 100, seed=3)
     assert [p.read_text() for p in paths] == [p.read_text() for p in again]
     assert [p.read_text() for p in write_scenarios(tmp_path / "c", 3, seed=4)] != [p.read_text() for p in paths[:3]]
     kinds = set()
@@ -21,13 +21,14 @@ def test_generated_scenarios_load_and_are_reproducible(tmp_path):
         assert any("expect" in e for e in data["events"]), path
         task, interruption = data["description"].rsplit(": ", 1)[1].split(", ")
         kinds.add((task.split()[0], interruption))
-    assert {k for k, _ in kinds} == {"door", "goto", "pick"}
+    assert {k for k, _ in kinds} == {"door", "goto", "pick", "fetch"}
     assert {i for _, i in kinds} == set(INTERRUPTIONS) | set(GOTO_ONLY)
 
 
 def test_a_person_scenario_pauses_then_resumes_the_task(tmp_path):
     paths = write_scenarios(tmp_path, 80, seed=0)
-    person = next(yaml.safe_load(p.read_text()) for p in paths if p.read_text().count("person_left") > 0)
+    person = next(yaml.safe_load(p.read_text()) for p in paths
+                  if p.read_text().count("person_left") > 0 and "fetch task" not in p.read_text())
     events = {e["id"]: e for e in person["events"]}
     task_intents = set(events.get("task", events.get("resolved", {})).get("expect", {}).get("intents", []))
     assert set(events["person_close"]["expect"]["intents"]) == {"back_off", "stop", "hold_position"}
@@ -53,3 +54,29 @@ def test_a_deferred_order_waits_for_its_condition_behind_many_notices(tmp_path):
         assert len(between) >= 12 and all("expect" not in e for e in between)
         assert trigger["say"] not in suite                                 # the suite's memory scenarios stay unseen
         assert data["duration"] >= trigger["at"] + 14.0 - 1e-9
+
+
+def test_a_fetch_drives_to_the_warehouse_then_picks_and_resumes_the_stage_it_paused(tmp_path):
+    paths = write_scenarios(tmp_path, 120, seed=0)
+    fetches = [yaml.safe_load(p.read_text()) for p in paths if "fetch task" in p.read_text()]
+    stages = set()
+    for data in fetches:
+        events = {e["id"]: e for e in data["events"]}
+        if "cancel" in events:
+            assert "arrived" not in events and "in_reach" not in events     # a cancelled fetch goes nowhere
+            continue
+        start = events.get("trigger", events["task"])
+        assert start["expect"] == {"intents": ["move_to"], "args": {"move_to.zone": "warehouse"}}
+        assert events["arrived"]["when"] == {"zone": "warehouse"} and "expect" not in events["arrived"]
+        reach = events["in_reach"]
+        thing = reach["object"]["name"]
+        assert reach["after"] == "arrived" and reach["object"]["in_reach"] == "reach_shelf" and thing in reach["say"]
+        assert reach["expect"] == {"intents": ["pick_object"], "args": {"pick_object.object": thing}}
+        assert events["done"]["after"] == "in_reach" and data["duration"] >= 26.0
+        for pause, resume in (("person_coming", "person_left"), ("motor_heating", "motor_cool")):
+            if pause in events:
+                at_shelf = events[pause].get("after") == "in_reach"
+                stages.add(at_shelf)
+                wanted = reach["expect"] if at_shelf else start["expect"]
+                assert events[resume]["expect"] == wanted
+    assert stages == {True, False}          # interruptions while driving and at the shelf
