@@ -158,12 +158,17 @@ class RouterNode(LifecycleNode):
         controller = str(cfg["controller_name"]).strip("/") or "arm_controller"
         reliable = qos.COMMANDS
         self._pubs = {
-            "effort": self.create_lifecycle_publisher(Float64MultiArray, f"{controller}/commands", reliable),
-            "motor": self.create_lifecycle_publisher(MotorCommand, "motor_command", reliable),
-            "status": self.create_lifecycle_publisher(RouterStatus, "router_status", qos.ROUTER_STATUS),
-            "cmd_vel": self.create_lifecycle_publisher(Twist, "cmd_vel", reliable),
-            "request": self.create_lifecycle_publisher(String, "decision_request", reliable),
-            "sound": self.create_lifecycle_publisher(String, "sound", reliable),
+            "effort": self.create_lifecycle_publisher(Float64MultiArray, f"{controller}/commands", reliable,
+                                                      event_callbacks=qos.quiet_publisher()),
+            "motor": self.create_lifecycle_publisher(MotorCommand, "motor_command", reliable,
+                                                     event_callbacks=qos.quiet_publisher()),
+            "status": self.create_lifecycle_publisher(RouterStatus, "router_status", qos.ROUTER_STATUS,
+                                                      event_callbacks=qos.quiet_publisher()),
+            "cmd_vel": self.create_lifecycle_publisher(Twist, "cmd_vel", reliable,
+                                                       event_callbacks=qos.quiet_publisher()),
+            "request": self.create_lifecycle_publisher(String, "decision_request", reliable,
+                                                       event_callbacks=qos.quiet_publisher()),
+            "sound": self.create_lifecycle_publisher(String, "sound", reliable, event_callbacks=qos.quiet_publisher()),
         }
         self._subs = self._sensors.subscribe(self, self._sensor_group, source, str(cfg["camera_topic"]),
                                              self._on_decision)

@@ -80,24 +80,28 @@ class BagPlayer:
                                               "is not available in this ROS environment")
                 continue
             self.classes[topic] = cls
-            self.publishers[topic] = node.create_publisher(cls, topic, RELIABLE)
-        self.clock_pub = node.create_publisher(Clock, "/clock", 10)
+            self.publishers[topic] = node.create_publisher(cls, topic, RELIABLE, event_callbacks=qos.quiet_publisher())
+        self.clock_pub = node.create_publisher(Clock, "/clock", 10, event_callbacks=qos.quiet_publisher())
         self._latest_decision = -math.inf
         self._event_decisions = 0
         self._has_header: Dict[str, bool] = {}
         self._decision_event = threading.Event()
         self.handover = DecisionHandover(control_lockstep_timeout)
         if lockstep_period > 0:
-            node.create_subscription(Decision, "decision", self._on_decision, RELIABLE)
-            node.create_subscription(CsrStatus, "csr_status", self._on_csr_status, 10)
+            node.create_subscription(Decision, "decision", self._on_decision, RELIABLE,
+                                     event_callbacks=qos.quiet_subscription())
+            node.create_subscription(CsrStatus, "csr_status", self._on_csr_status, 10,
+                                     event_callbacks=qos.quiet_subscription())
         self.control_lockstep_timeout = control_lockstep_timeout
         self._command_stamp = -math.inf
         self._command_event = threading.Event()
         self._joint_topic = node.resolve_topic_name("joint_states")
         self._events_topic = node.resolve_topic_name("events")
         if control_lockstep_timeout > 0:
-            node.create_subscription(MotorCommand, "motor_command", self._on_command, RELIABLE)
-            node.create_subscription(RouterStatus, "router_status", self._on_router_status, qos.ROUTER_STATUS)
+            node.create_subscription(MotorCommand, "motor_command", self._on_command, RELIABLE,
+                                     event_callbacks=qos.quiet_subscription())
+            node.create_subscription(RouterStatus, "router_status", self._on_router_status, qos.ROUTER_STATUS,
+                                     event_callbacks=qos.quiet_subscription())
 
     def _on_decision(self, msg: Decision) -> None:
         self._latest_decision = max(self._latest_decision, stamp_to_sec(msg.header.stamp))

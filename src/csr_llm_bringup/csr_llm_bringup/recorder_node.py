@@ -81,8 +81,10 @@ class RecorderNode(Node):
             with self._lock:
                 self.connections[name] = self.writer.add_connection(name, type_string, typestore=self.store)
                 self._types[name] = cls
+            # QoS matched to the publishers above, so no incompatibility to warn about: no event handlers
+            # (suite_qos.quiet_subscription: they doubled the executor's CPU per message)
             self._subs[name] = self.create_subscription(cls, name, lambda data, n=name: self._on_raw(n, data),
-                                                        qos, raw=True)
+                                                        qos, raw=True, event_callbacks=suite_qos.quiet_subscription())
 
     def _on_raw(self, topic: str, data: bytes) -> None:
         now = self.get_clock().now().nanoseconds

@@ -84,7 +84,8 @@ class AggregatorNode(Node):
         self.faults = FaultLog(self.get_logger().warning, counted_in="the aggregator (not logged)")
         self._lock = threading.Lock()   # one sequence, whatever thread a callback runs on
         self.epoch = time.time_ns()      # names this sequence: a restart starts a newer one at seq 0
-        self.publisher = self.create_publisher(StateChunk, "state_chunks", qos.CHUNK_STREAM)
+        self.publisher = self.create_publisher(StateChunk, "state_chunks", qos.CHUNK_STREAM,
+                                               event_callbacks=qos.quiet_publisher())
         self._sensor_subscriptions = []
         for spec in specs:
             profile = qos.EVENTS if spec.type == "event" else \

@@ -123,8 +123,9 @@ class ReasoningNode(Node):
             self.reasoner.pump()
             log.info(f"prefix evaluated on {self.reasoner.primary.name}: {self.reasoner.status()['prefix_tokens']} "
                      f"tokens in {time.monotonic() - started:.1f} s")
-        self.decision_pub = self.create_publisher(Decision, "decision", qos.DECISIONS)
-        self.status_pub = self.create_publisher(CsrStatus, "csr_status", 10)
+        self.decision_pub = self.create_publisher(Decision, "decision", qos.DECISIONS,
+                                                  event_callbacks=qos.quiet_publisher())
+        self.status_pub = self.create_publisher(CsrStatus, "csr_status", 10, event_callbacks=qos.quiet_publisher())
         self._status_sub = self.create_subscription(RouterStatus, "router_status", self._on_router_status, 10)
         self.create_subscription(StateChunk, "state_chunks", self._on_chunk, qos.CHUNK_STREAM)
         self.create_subscription(String, "decision_request", self._on_request, 10)

@@ -46,16 +46,21 @@ class SensorPublishers:
         self.base_frame = base_frame
         self.max_range = max_range
         self.publish_wheels = publish_wheels
-        self.pub_js = node.create_publisher(JointState, "joint_states", RELIABLE)
-        self.pub_imu = node.create_publisher(Imu, "imu", RELIABLE)
-        self.pub_odom = node.create_publisher(Odometry, "odom", RELIABLE)
-        self.pub_wrench = node.create_publisher(WrenchStamped, "gripper/wrench", RELIABLE)
-        self.pub_temp = node.create_publisher(Temperature, "motor_temperature", RELIABLE)
-        self.pub_range = node.create_publisher(Range, "proximity", RELIABLE)
-        self.pub_zone = node.create_publisher(String, "zone", RELIABLE)
-        self.pub_objects = node.create_publisher(DetectedObjects, "detected_objects", RELIABLE)
-        self.pub_depth = node.create_publisher(Image, "camera/depth/image_raw", qos.SENSORS)
-        self.pub_info = node.create_publisher(CameraInfo, "camera/depth/camera_info", qos.SENSORS)
+        self.pub_js = node.create_publisher(JointState, "joint_states", RELIABLE, event_callbacks=qos.quiet_publisher())
+        self.pub_imu = node.create_publisher(Imu, "imu", RELIABLE, event_callbacks=qos.quiet_publisher())
+        self.pub_odom = node.create_publisher(Odometry, "odom", RELIABLE, event_callbacks=qos.quiet_publisher())
+        self.pub_wrench = node.create_publisher(WrenchStamped, "gripper/wrench", RELIABLE,
+                                                event_callbacks=qos.quiet_publisher())
+        self.pub_temp = node.create_publisher(Temperature, "motor_temperature", RELIABLE,
+                                              event_callbacks=qos.quiet_publisher())
+        self.pub_range = node.create_publisher(Range, "proximity", RELIABLE, event_callbacks=qos.quiet_publisher())
+        self.pub_zone = node.create_publisher(String, "zone", RELIABLE, event_callbacks=qos.quiet_publisher())
+        self.pub_objects = node.create_publisher(DetectedObjects, "detected_objects", RELIABLE,
+                                                 event_callbacks=qos.quiet_publisher())
+        self.pub_depth = node.create_publisher(Image, "camera/depth/image_raw", qos.SENSORS,
+                                               event_callbacks=qos.quiet_publisher())
+        self.pub_info = node.create_publisher(CameraInfo, "camera/depth/camera_info", qos.SENSORS,
+                                              event_callbacks=qos.quiet_publisher())
         spec = sim.camera.spec
         fx, fy, cx, cy = spec.intrinsics()
         self.msg_depth = Image(height=spec.height, width=spec.width, encoding="32FC1", is_bigendian=0,

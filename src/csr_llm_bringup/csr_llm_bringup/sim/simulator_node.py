@@ -143,33 +143,39 @@ class SimulatorNode(Node):
 
         # ------------------------------------------------------------- decision scoring timeline
         self._expectation_feed = ExpectationFeed(scenario) if scenario is not None else None
-        self.pub_expectations = self.create_publisher(String, "scenario/expectations", EVENTS_QOS)
+        self.pub_expectations = self.create_publisher(String, "scenario/expectations", EVENTS_QOS,
+                                                      event_callbacks=qos.quiet_publisher())
 
         # ------------------------------------------------------------- publishers (preallocated)
         self.stamp = Time()
-        self.pub_clock = self.create_publisher(Clock, "/clock", CLOCK_QOS)
+        self.pub_clock = self.create_publisher(Clock, "/clock", CLOCK_QOS, event_callbacks=qos.quiet_publisher())
         self.msg_clock = Clock()
         self.msg_clock.clock = self.stamp
         self.sensors = SensorPublishers(self, self.sim, joints, self.stamp, self.base_frame, self.odom_frame,
                                         self.max_range, self.publish_wheels, cfg.camera_frame)
-        self.pub_events = self.create_publisher(String, "events", EVENTS_QOS)
-        self.pub_truth = self.create_publisher(String, "sim/truth", RELIABLE)
+        self.pub_events = self.create_publisher(String, "events", EVENTS_QOS, event_callbacks=qos.quiet_publisher())
+        self.pub_truth = self.create_publisher(String, "sim/truth", RELIABLE, event_callbacks=qos.quiet_publisher())
         self.msg_event = String()
         self.msg_truth = String()
 
         # ------------------------------------------------------------- subscriptions
         if self.hosted is None:      # hosted: the router's command is applied on its tick
-            self.create_subscription(Float64MultiArray, f"{controller}/commands", self._on_effort, RELIABLE)
-            self.create_subscription(Twist, "cmd_vel", self._on_cmd_vel, RELIABLE)
-        self.create_subscription(Decision, "decision", self._on_decision, RELIABLE)
+            self.create_subscription(Float64MultiArray, f"{controller}/commands", self._on_effort, RELIABLE,
+                                     event_callbacks=qos.quiet_subscription())
+            self.create_subscription(Twist, "cmd_vel", self._on_cmd_vel, RELIABLE,
+                                     event_callbacks=qos.quiet_subscription())
+        self.create_subscription(Decision, "decision", self._on_decision, RELIABLE,
+                                 event_callbacks=qos.quiet_subscription())
         if self.lockstep.enabled:
-            self.create_subscription(CsrStatus, "csr_status", self._on_csr_status, 10)
+            self.create_subscription(CsrStatus, "csr_status", self._on_csr_status, 10,
+                                     event_callbacks=qos.quiet_subscription())
         if self.control_lockstep_timeout > 0 and self.hosted is None:
-            self.create_subscription(MotorCommand, "motor_command", self._on_motor_command, RELIABLE)
+            self.create_subscription(MotorCommand, "motor_command", self._on_motor_command, RELIABLE,
+                                     event_callbacks=qos.quiet_subscription())
         if self.control_lockstep_timeout > 0:
             self.create_subscription(RouterStatus, "router_status",
                                      lambda m: self.handover.on_router_status(m.last_decision_id),
-                                     qos.ROUTER_STATUS)
+                                     qos.ROUTER_STATUS, event_callbacks=qos.quiet_subscription())
 
         self.get_logger().info(
             f"simulator: scenario={scenario.name if scenario else 'none'}, real_time_factor={self.rtf}, "
