@@ -31,6 +31,13 @@ def test_one_scenario_through_the_graph_is_scored(tmp_path, catalogue, template,
     run = tmp_path / "runs" / "door_open" / "latest"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["scenario"] == "door_open" and summary["task_success"] in (True, False)
+    # the runner's /proc samples of the real node processes, inside the recorded span
+    cpu = summary["cpu"]
+    assert {"reasoning", "recorder", "aggregator"} <= set(cpu["cpu_s"]), cpu
+    assert any(name.startswith("simulator") for name in cpu["cpu_s"]), cpu
+    assert cpu["cpu_s"]["reasoning"] > 0 and 0 < cpu["cores_busy"] <= 2.5 and cpu["cpu_s_per_sim_s_total"] > 0
+    reused = [d for d in json.loads((run / "decisions.json").read_text())["decisions"] if d["reused"]]
+    assert summary["decisions_reused"] >= len(reused) and summary["decisions_reused"] <= summary["decisions"]
     assert (run / "decisions.png").exists() and png.exists()
     assert "## Decision scoring" in (run / "report.md").read_text()
 
