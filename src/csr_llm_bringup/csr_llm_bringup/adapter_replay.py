@@ -39,9 +39,15 @@ def load_weights(path: Path, key: dict) -> Tuple[np.ndarray, ...]:
     for field, what in (("model_sha256", "model"), ("head_sha256", "prompt head"), ("suffix", "question")):
         if field in meta and meta[field] != key[field]:
             raise SystemExit(f"{path}: fitted to another {what} than the config and model here")
+    if meta.get("swa_full", True) != key.get("swa_full", True):
+        print(f"{path}: fitted on {cache_kind(meta)} contexts, replayed on {cache_kind(key)} ones")
     if Anchors.from_meta(meta.get("anchors")).count > 1:
         raise SystemExit(f"{path}: reads several anchors; replay records the intent position only")
     return weights
+
+
+def cache_kind(key: dict) -> str:
+    return "full-size" if key.get("swa_full", True) else "window-only"
 
 
 def scenario_counts(data: dict, weights=None) -> Counts:
@@ -97,13 +103,17 @@ def run_folders(folders: Sequence[Path]) -> List[Path]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from csr_llm_core.engine import LlamaEngine
+    from csr_llm_core.reasoning_config import add_swa_full_argument
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=Path, nargs="+", required=True,
                         help="recorded runs: run folders (decisions.json and bag) or folders of "
                              "<scenario>/latest, as bench_decisions writes them")
     parser.add_argument("--adapter", action="append", required=True, metavar="NAME=PATH",
                         help="an adapter file to score ('default': the bundled one); the first is the base")
-    parser.add_argument("--features", type=Path, default=Path("build/bench/adapter_replay_features.npz"))
+    parser.add_argument("--features", type=Path, default=None,
+                        help="hidden states are cached here (default build/bench/adapter_replay_features.npz, "
+                             "_window.npz for window-only contexts)")
+    add_swa_full_argument(parser)
     parser.add_argument("--config-dir", type=Path, default=Path("config"))
     parser.add_argument("--model-path", default=None)
     parser.add_argument("--n-threads", type=int, default=2)
@@ -120,11 +130,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"no recorded run in {', '.join(map(str, args.runs))}")
     catalogue = IntentCatalogue.from_file(args.config_dir / "intents.yaml")
     template = PromptTemplate.from_mapping(yaml.safe_load((args.config_dir / "prompt.yaml").read_text()))
-    engine = LlamaEngine(args.model_path, n_ctx=4096, n_threads=args.n_threads, name="replay")
+    swa_full = args.swa_full == "true"
+    features = args.features or Path("build/bench/adapter_replay_features" + ("" if swa_full else "_window") + ".npz")
+    engine = LlamaEngine(args.model_path, n_ctx=4096, n_threads=args.n_threads, name="replay", swa_full=swa_full)
     try:
         key = recording_key(engine, catalogue, template)
         weights = {label: load_weights(path, key) for label, path in adapters}
-        data = live_features(engine, catalogue, template, runs, args.features, key, None)
+        data = live_features(engine, catalogue, template, runs, features, key, None)
     finally:
         engine.close()
     names = [json.loads((run / "decisions.json").read_text())["scenario"] for run in runs]

@@ -28,6 +28,7 @@ from .csr_state import KIND_CONTINUOUS, KIND_EVENT
 from .engine import LlamaEngine
 from .prompt import PromptTemplate
 from .reasoner import Reasoner, ReasonerConfig
+from .reasoning_config import add_swa_full_argument
 from .synthetic import chunk_text
 
 
@@ -149,8 +150,7 @@ def main(argv=None) -> int:
     parser.add_argument("--n-catchup", type=int, default=64)
     parser.add_argument("--rebuild-batch", type=int, default=32)
     parser.add_argument("--model-path", default=None)
-    parser.add_argument("--swa-full", choices=("true", "false"), default="true",
-                        help="false: window-only caches for the sliding-window layers (reasoning.swa_full false)")
+    add_swa_full_argument(parser)
     parser.add_argument("--config-dir", type=Path, default=Path("config"),
                         help="folder with intents.yaml and prompt.yaml (default: ./config, the workspace root's)")
     parser.add_argument("--out", type=Path, default=Path("build/bench/asr.json"))

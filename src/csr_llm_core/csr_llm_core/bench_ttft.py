@@ -10,13 +10,16 @@ For each prefix size (all in one run, same model, same machine state) it measure
   identical       both paths produced the same decision tokens (greedy)
   restore_ms      restoring the saved KV state of that prefix into the other context
   state_mb        size of that saved state
-and, per variant (`variants` in each row, a column each in the second table), csr_ms, total_ms,
-ratio and identical (decision tokens equal the default full recompute's, for the same suffix):
-  flash_attn      flash attention, f16 KV cache (its own context, built alongside)
+The default contexts are the reasoning node's (`--swa-full`, as its swa_full). Per variant (`variants`
+in each row, a column each in the second table): csr_ms, total_ms, ratio and identical (decision
+tokens equal the default full recompute's, for the same suffix); a context variant is the default
+context with its options changed (its own context, built alongside; one equal to the default is skipped):
+  flash_attn      flash attention, f16 KV cache
   kv_q8_0         flash attention and a q8_0 KV cache (K and V: half the bytes to read per token)
   swa_window      the local (sliding-window) layers' cache holds only their window plus a batch
                   (llama.cpp swa_full off): their attention stops growing with the prefix
   swa_window_fa   swa_window with flash attention
+  full_cache      the local layers' cache as large as the context (llama.cpp swa_full on)
   threads_N       the default context with N threads (llama_set_n_threads), nothing else running
   short_suffix    the suffix without the newest events (its own full recompute for `identical`)
   paused_suffix   the suffix while a pause holds a task: running stop, the paused task shown through
@@ -38,13 +41,15 @@ from .catalogue import IntentCatalogue, PausedTask
 from .engine import LlamaEngine
 from .grammar import DecisionGrammar
 from .prompt import PromptTemplate, chunk_line, tokenize_suffix
+from .reasoning_config import add_swa_full_argument
 from .synthetic import chunk_text
 
-# variant name -> LlamaEngine options of its own context (None: the default context, set otherwise)
+# variant name -> LlamaEngine options that its own context changes from the default context's
 CONTEXT_VARIANTS: Dict[str, Dict[str, Any]] = {"flash_attn": {"flash_attn": True},
                                                "kv_q8_0": {"flash_attn": True, "kv_cache_type": "q8_0"},
                                                "swa_window": {"swa_full": False},
-                                               "swa_window_fa": {"swa_full": False, "flash_attn": True}}
+                                               "swa_window_fa": {"swa_full": False, "flash_attn": True},
+                                               "full_cache": {"swa_full": True}}
 
 SUFFIX_VARIANTS = ("short_suffix", "paused_suffix")     # the default context with another suffix
 
@@ -58,6 +63,7 @@ def _build_to(engine: LlamaEngine, tokens: list, target: int, seq: int) -> int:
         seq += 1
     del tokens[target:]
     engine.truncate(target)
+    engine.sync(tokens)     # a window-only cache cut deeper than its spare batch (into the head) evaluates again
     return seq
 
 
@@ -74,15 +80,17 @@ def _timed(engine: LlamaEngine, suffix: list, grammar: DecisionGrammar, repeats:
 
 
 def run(sizes, repeats: int, n_threads: int, config_dir: Path, model_path=None,
-        variants: Sequence[str] = ()) -> list:
+        variants: Sequence[str] = (), swa_full: bool = True) -> list:
     catalogue = IntentCatalogue.from_file(config_dir / "intents.yaml")
     template = PromptTemplate.from_file(config_dir / "prompt.yaml")
     n_ctx = max(sizes) + 256
-    cached = LlamaEngine(model_path, n_ctx=n_ctx, n_threads=n_threads, name="R1")
-    fresh = LlamaEngine(model_path, n_ctx=n_ctx, n_threads=n_threads, name="R2")
+    default: Dict[str, Any] = {"swa_full": swa_full, "flash_attn": False, "kv_cache_type": "f16"}
+    cached = LlamaEngine(model_path, n_ctx=n_ctx, n_threads=n_threads, name="R1", **default)
+    fresh = LlamaEngine(model_path, n_ctx=n_ctx, n_threads=n_threads, name="R2", **default)
     others: Dict[str, LlamaEngine] = {name: LlamaEngine(model_path, n_ctx=n_ctx, n_threads=n_threads, name=name,
-                                                        **CONTEXT_VARIANTS[name])
-                                      for name in variants if name in CONTEXT_VARIANTS}
+                                                        **(default | CONTEXT_VARIANTS[name]))
+                                      for name in variants if name in CONTEXT_VARIANTS
+                                      and default | CONTEXT_VARIANTS[name] != default}
     grammar = DecisionGrammar(catalogue, cached.tokenize_plain)
     # the live suffix shape: running task plus the newest events (plain text), as the reasoner builds it
     events = [chunk_text(5), chunk_text(11)]
@@ -174,9 +182,11 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--n-threads", type=int, default=1)
     parser.add_argument("--variants",
-                        default="flash_attn,kv_q8_0,swa_window,swa_window_fa,threads_2,short_suffix,paused_suffix",
-                        help="comma-separated: flash_attn, kv_q8_0, swa_window, swa_window_fa, threads_N, "
+                        default="flash_attn,kv_q8_0,swa_window,swa_window_fa,full_cache,threads_2,short_suffix,"
+                                "paused_suffix",
+                        help="comma-separated: flash_attn, kv_q8_0, swa_window, swa_window_fa, full_cache, threads_N, "
                              "short_suffix, paused_suffix ('' = none)")
+    add_swa_full_argument(parser)
     parser.add_argument("--model-path", default=None)
     parser.add_argument("--config-dir", type=Path, default=Path("config"),
                         help="folder with intents.yaml and prompt.yaml (default: ./config, the workspace root's)")
@@ -189,7 +199,7 @@ def main(argv=None) -> int:
         parser.error(f"unknown variants: {unknown}")
     print(HEADER, flush=True)
     rows = run([int(s) for s in args.sizes.split(",")], args.repeats, args.n_threads, args.config_dir,
-               args.model_path, variants)
+               args.model_path, variants, swa_full=args.swa_full == "true")
     print_variants(rows)
     first, last = rows[0], rows[-1]
     print(f"goals (default): csr@{last['prefix_tokens']} / csr@{first['prefix_tokens']} = "

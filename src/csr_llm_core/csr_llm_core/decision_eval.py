@@ -220,6 +220,7 @@ def build_streams(names: Optional[Sequence[str]] = None, bag: Optional[Path] = N
 def main(argv=None) -> int:
     from .engine import LlamaEngine
     from .prompt import PromptTemplate
+    from .reasoning_config import add_swa_full_argument
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variants", default="baseline,head,suffix,calibration,head+suffix,calibrated,combined")
     parser.add_argument("--situations", default="", help="comma-separated names (default: all)")
@@ -228,6 +229,7 @@ def main(argv=None) -> int:
     parser.add_argument("--model-path", default=None)
     parser.add_argument("--n-ctx", type=int, default=6144)
     parser.add_argument("--n-threads", type=int, default=1)
+    add_swa_full_argument(parser)
     default_bag = Path(__file__).resolve().parents[2] / "csr_llm_bringup" / "test" / "golden_sim" / "bag.mcap"
     parser.add_argument("--bag", type=Path, default=default_bag if default_bag.exists() else None,
                         help="a bag with state_chunks to probe too (default: the golden bag)")
@@ -244,7 +246,8 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown variant(s) {unknown}; known: {list(variants)}")
     streams = build_streams([s for s in args.situations.split(",") if s] or None, args.bag)
-    engine = LlamaEngine(args.model_path, n_ctx=args.n_ctx, n_threads=args.n_threads, name="eval")
+    engine = LlamaEngine(args.model_path, n_ctx=args.n_ctx, n_threads=args.n_threads, name="eval",
+                         swa_full=args.swa_full == "true")
     results, started = {}, time.perf_counter()
     try:
         for name in chosen:

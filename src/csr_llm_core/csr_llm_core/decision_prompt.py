@@ -115,6 +115,12 @@ class DecisionPrompt:
                       meta.get("live_examples", 0), meta.get("live_runs", 0), meta.get("val_accuracy"),
                       meta.get("live_val_accuracy", "-"), meta.get("val_base_accuracy"),
                       meta.get("live_val_base_accuracy", "-"))
+        fitted_full, here_full = bool(meta.get("swa_full", True)), not getattr(engine, "n_swa", 0)
+        if fitted_full != here_full:      # another kernel path: the hidden states it reads differ
+            kind = {True: "full-size", False: "window-only"}
+            self.log.warning("intent adapter %s was fitted on %s sliding-window caches, this context's is %s "
+                             "(swa_full): its decisions may differ from those it was scored on",
+                             path.name, kind[fitted_full], kind[here_full])
         return adapter
 
     def calibrate(self, engine, grammar: DecisionGrammar, head: List[int]) -> dict:

@@ -127,7 +127,7 @@ def score_heldout(engine, catalogue, template, adapter_path: Path) -> dict:
 def main(argv=None) -> int:
     from .engine import LlamaEngine
     from .prompt import PromptTemplate
-    from .reasoning_config import ReasoningNodeConfig
+    from .reasoning_config import add_swa_full_argument
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
@@ -135,8 +135,7 @@ def main(argv=None) -> int:
     parser.add_argument("--config-dir", type=Path, default=Path("config"))
     parser.add_argument("--model-path", default=None)
     parser.add_argument("--n-threads", type=int, default=1)
-    parser.add_argument("--swa-full", choices=("true", "false"), default=str(ReasoningNodeConfig.swa_full).lower(),
-                        help="the context's sliding-window cache, as the reasoning node's swa_full (its default)")
+    add_swa_full_argument(parser)
     parser.add_argument("--anchors", type=parse_anchors, default=parse_anchors(DEFAULT_ANCHORS),
                         help="where the hidden states are read: 'last' (default, the intent's position), "
                              "plus 'question_end' and/or 'lines=N' (the ends of the question's last N lines)")
@@ -165,8 +164,6 @@ def main(argv=None) -> int:
            **recording_key(engine, catalogue, template)}
     if args.anchors.count > 1:          # the default's key (and cached features) stay as they were
         key["anchors"] = args.anchors.to_meta()
-    if not swa_full:
-        key["swa_full"] = False
     started = time.perf_counter()
     data = _cached(args.features, key)
     if data is None:
@@ -216,11 +213,16 @@ def main(argv=None) -> int:
 
 
 def recording_key(engine, catalogue: IntentCatalogue, template) -> dict:
-    """What recorded features depend on: how probes are recorded, the model, the head, the question."""
+    """What recorded features depend on: how probes are recorded, the model, the head, the question,
+    and (only when window-only, so full-size keys stay as they were) the sliding-window cache: its
+    kernels give other hidden states."""
     from .model import model_checksum
-    return {"recording": RECORDING_VERSION, "model_sha256": model_checksum(engine.model_path),
-            "head_sha256": head_digest(engine.tokenize(template.head_text(catalogue), bos=True)),
-            "suffix": template.suffix_settings()}
+    key = {"recording": RECORDING_VERSION, "model_sha256": model_checksum(engine.model_path),
+           "head_sha256": head_digest(engine.tokenize(template.head_text(catalogue), bos=True)),
+           "suffix": template.suffix_settings()}
+    if engine.n_swa:
+        key["swa_full"] = False
+    return key
 
 
 def live_features(engine, catalogue, template, runs: Sequence[Path], path: Path, key: dict, anchors) -> dict:

@@ -32,7 +32,8 @@ class ReasoningNodeConfig:
     n_threads_primary: int = 1       # llama.cpp threads per context: never more than free cores
     n_threads_secondary: int = 1
     # false: a sliding-window model's (Gemma 3's) local layers cache only their window, so TTFT
-    # hardly grows with the prefix (docs/architecture.md, "Threads"); true: llama.cpp's full-size cache
+    # hardly grows with the prefix (docs/architecture.md, "Threads"); true: llama.cpp's full-size
+    # cache, which the bundled intent adapter is fitted on (it warns on the other kind)
     swa_full: bool = True
     cpu_affinity: str = ""           # CPUs for this node's threads (llama.cpp's too), taskset syntax; "" = any
     intents_file: str = ""           # required: the intent catalogue (config/intents.yaml)
@@ -105,3 +106,9 @@ def make_resources(cfg: ReasoningNodeConfig, remote: Dict[str, RemoteResource],
         fallback = LlamaEngine(model_path or None, n_ctx=cfg.context_size, n_threads=int(threads[0]),
                                name="embedded", swa_full=cfg.swa_full)
     return engines, fallback
+
+
+def add_swa_full_argument(parser) -> None:
+    """`--swa-full true|false` for offline tools that must decide on the reasoning node's kind of context."""
+    parser.add_argument("--swa-full", choices=("true", "false"), default=str(ReasoningNodeConfig.swa_full).lower(),
+                        help="the contexts' sliding-window cache, as the reasoning node's swa_full (its default)")

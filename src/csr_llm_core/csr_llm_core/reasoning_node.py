@@ -133,7 +133,9 @@ class ReasoningNode(Node):
         self._next_due = None
         self._thread = threading.Thread(target=self._decision_loop, name="decision-loop", daemon=True)
         self._thread.start()
-        where = ", ".join(f"{e.name} on {getattr(e, 'server', 'this machine')}" for e in self.engines)
+        where = ", ".join(f"{e.name} on {getattr(e, 'server', 'this machine')}"
+                          + (f", sliding-window cache {e.n_swa} positions" if getattr(e, "n_swa", 0) else "")
+                          for e in self.engines)
         log.info(f"reasoning ({where}): mode={mode} tau_mem={tau_mem} n_ctx={n_ctx} "
                  f"decision_hz={self.decision_hz} archive={archive_path}")
 

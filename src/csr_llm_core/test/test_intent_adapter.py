@@ -1,4 +1,5 @@
 """Intent adapter: generated labels, the fit, the file's checks, and the decode it biases."""
+import json
 import logging
 from collections import Counter
 from dataclasses import replace
@@ -213,6 +214,23 @@ def test_bundled_adapter_loads_for_the_shipped_prompt_and_keeps_csr_equal_to_rec
         reasoner = Reasoner([cached], catalogue, asked_otherwise, ReasonerConfig(tau_mem=2400, mode="sync"))
     assert reasoner.grammar.intent_adapter is None and "another question (question changed" in caplog.text
     reasoner.close()
+    # a context whose sliding-window cache is of the other kind than the one it was fitted on: kept, with a warning
+    from csr_llm_core.decision_prompt import DecisionPrompt
+    from csr_llm_core.engine import LlamaEngine
+    from csr_llm_core.intent_adapter import DEFAULT_ADAPTER
+    with np.load(DEFAULT_ADAPTER, allow_pickle=False) as saved:
+        fitted_full = json.loads(str(saved["meta"])).get("swa_full", True)
+    other_kind = LlamaEngine(n_ctx=1024, swa_full=not fitted_full, name="other-kind")
+    prompt = DecisionPrompt(catalogue, template, other_kind.tokenize, other_kind.tokenize_plain,
+                            logging.getLogger("other-kind"))
+    grammar = DecisionGrammar(catalogue, other_kind.tokenize_plain)
+    head = other_kind.tokenize(template.head_text(catalogue), bos=True)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        adapter = prompt.load_adapter([other_kind], grammar, head)
+    assert adapter is not None
+    assert "sliding-window caches" in caplog.text and "(swa_full)" in caplog.text
+    other_kind.close()
 
 
 def test_offline_decisions_read_every_chunk_said_before_the_probe(engines, catalogue):
