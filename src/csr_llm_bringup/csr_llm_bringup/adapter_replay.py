@@ -22,7 +22,7 @@ import numpy as np
 import yaml
 
 from csr_llm_core.catalogue import IntentCatalogue
-from csr_llm_core.intent_adapter import DEFAULT_ADAPTER, Anchors, adapted_scores
+from csr_llm_core.intent_adapter import DEFAULT_ADAPTER, Anchors, adapted_scores, cache_kind
 from csr_llm_core.intent_adapter_build import live_features, recording_key
 from csr_llm_core.prompt import PromptTemplate
 
@@ -39,15 +39,11 @@ def load_weights(path: Path, key: dict) -> Tuple[np.ndarray, ...]:
     for field, what in (("model_sha256", "model"), ("head_sha256", "prompt head"), ("suffix", "question")):
         if field in meta and meta[field] != key[field]:
             raise SystemExit(f"{path}: fitted to another {what} than the config and model here")
-    if meta.get("swa_full", True) != key.get("swa_full", True):
+    if cache_kind(meta) != cache_kind(key):
         print(f"{path}: fitted on {cache_kind(meta)} contexts, replayed on {cache_kind(key)} ones")
     if Anchors.from_meta(meta.get("anchors")).count > 1:
         raise SystemExit(f"{path}: reads several anchors; replay records the intent position only")
     return weights
-
-
-def cache_kind(key: dict) -> str:
-    return "full-size" if key.get("swa_full", True) else "window-only"
 
 
 def scenario_counts(data: dict, weights=None) -> Counts:

@@ -18,7 +18,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from .catalogue import DecisionError, IntentCatalogue, PausedTask
 from .csr_state import Chunk, KIND_EVENT
 from .grammar import DecisionGrammar
-from .intent_adapter import DEFAULT_ADAPTER, AdapterMismatch, IntentAdapter, head_digest
+from .intent_adapter import DEFAULT_ADAPTER, AdapterMismatch, IntentAdapter, cache_kind, head_digest
 from .paths import expand_path
 from .prompt import CONTENT_FREE_EVENTS, TURN_CLOSE, PromptTemplate, chunk_line, tokenize_suffix
 
@@ -115,12 +115,11 @@ class DecisionPrompt:
                       meta.get("live_examples", 0), meta.get("live_runs", 0), meta.get("val_accuracy"),
                       meta.get("live_val_accuracy", "-"), meta.get("val_base_accuracy"),
                       meta.get("live_val_base_accuracy", "-"))
-        fitted_full, here_full = bool(meta.get("swa_full", True)), not getattr(engine, "n_swa", 0)
-        if fitted_full != here_full:      # another kernel path: the hidden states it reads differ
-            kind = {True: "full-size", False: "window-only"}
+        here = cache_kind({"swa_full": not getattr(engine, "n_swa", 0)})
+        if cache_kind(meta) != here:      # another kernel path: the hidden states it reads differ
             self.log.warning("intent adapter %s was fitted on %s sliding-window caches, this context's is %s "
                              "(swa_full): its decisions may differ from those it was scored on",
-                             path.name, kind[fitted_full], kind[here_full])
+                             path.name, cache_kind(meta), here)
         return adapter
 
     def calibrate(self, engine, grammar: DecisionGrammar, head: List[int]) -> dict:

@@ -33,6 +33,11 @@ class AdapterMismatch(ValueError):
     """The adapter file is unreadable or was trained for another model, head or catalogue."""
 
 
+def cache_kind(meta: dict) -> str:
+    """The sliding-window cache an adapter's features were recorded on (its meta, or a recording key)."""
+    return "full-size" if meta.get("swa_full", True) else "window-only"
+
+
 def head_digest(head_tokens: Sequence[int]) -> str:
     return hashlib.sha256(np.asarray(head_tokens, dtype=np.int32).tobytes()).hexdigest()
 
