@@ -256,6 +256,10 @@ class BagPlayer:
                 paused += self._wait_event_decisions(events_played)
             if self.control_lockstep_timeout > 0 and topic == self._joint_topic:
                 paused += self._wait_command(t)
+        if next_boundary is not None and last_clock > -math.inf:
+            # a decision due before the last clock (not yet waited for: its boundary lies past the
+            # end) must be out before the recording stops, however long it takes on a loaded machine
+            paused += self._wait_decision(last_clock)
         self.result.handover_timeouts = self.handover.timeouts
         self.result.sim_seconds = 0.0 if t0 is None else max(0.0, last_clock - t0)
         return self.result

@@ -1,4 +1,5 @@
 """Foreign bags replay over real DDS: usable topics arrive intact, unusable ones are reported and skipped."""
+import math
 import time
 from pathlib import Path
 
@@ -8,8 +9,11 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from geometry_msgs.msg import Twist
 from sensor_msgs.msg import Range
-from std_msgs.msg import String
+from rosgraph_msgs.msg import Clock
+from std_msgs.msg import Header, String
+from csr_llm_msgs.msg import Decision
 from csr_llm_core.ros.spin import spinning
+from csr_llm_core.ros.stamps import sec_to_stamp, stamp_to_sec
 from csr_llm_bringup.bag_io import inspect_bag
 from csr_llm_bringup.player import BagPlayer
 
@@ -68,3 +72,39 @@ def test_unreadable_topics_are_skipped_with_the_reason():
     result, _ = play("BAD_rosbag2_talker_sqlite3", [])
     assert result.published == {}
     assert "metadata promises 10 messages" in result.skipped["/topic"]
+
+
+def test_a_decision_due_before_the_end_is_waited_for_before_play_returns():
+    """With the replay profile's decision lag, the boundary at the end waits for the decision one
+    period older; the one due at the last clock is waited for too, however late it comes."""
+    report = inspect_bag(FOREIGN / "jalenlv_turtlesim_subset_mcap")
+    with spinning() as spinner:
+        decider = spinner.create(Node, "slow_decider")
+        publisher = decider.create_publisher(Decision, "decision", RELIABLE)
+        clocks, due, published = [], [], []     # due: (stamp, wall time its clock came)
+        last_publish = [0.0]
+
+        def on_clock(msg):       # a decision due at each whole second the clock passed
+            clocks.append(stamp_to_sec(msg.clock))
+            nxt = due[-1][0] + 1.0 if due else math.ceil(clocks[0])
+            while nxt <= clocks[-1] + 1e-9:
+                due.append((nxt, time.monotonic()))
+                nxt += 1.0
+
+        def publish_due():       # one at a time, 0.5 s each, as one model context decides
+            if len(published) < len(due):
+                stamp, seen = due[len(published)]
+                if time.monotonic() >= max(seen, last_publish[0]) + 0.5:
+                    publisher.publish(Decision(header=Header(stamp=sec_to_stamp(stamp)), decision_id=len(published)))
+                    published.append(stamp)
+                    last_publish[0] = time.monotonic()
+
+        decider.create_subscription(Clock, "/clock", on_clock, 10)
+        decider.create_timer(0.01, publish_due)
+        player = BagPlayer(spinner.create(Node, "bag_player"), FOREIGN / "jalenlv_turtlesim_subset_mcap", report,
+                           rate=0.0, lockstep_period=1.0, lockstep_lag=1.0, lockstep_timeout=10.0, duration=5.0)
+        time.sleep(1.0)          # discovery: the decider's clock subscription and the player's decision one
+        result = player.play()
+        arrived, last_clock = list(published), max(clocks)
+    assert result.lockstep_timeouts == 0 and result.lockstep_waits >= 5
+    assert arrived and arrived[-1] == math.floor(last_clock + 1e-9), (arrived, last_clock)
