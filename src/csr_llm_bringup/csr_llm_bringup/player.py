@@ -257,9 +257,9 @@ class BagPlayer:
             if self.control_lockstep_timeout > 0 and topic == self._joint_topic:
                 paused += self._wait_command(t)
         if next_boundary is not None and last_clock > -math.inf:
-            # a decision due before the last clock (not yet waited for: its boundary lies past the
+            # the decision due at the last boundary the clock reached (its own wait lay past the
             # end) must be out before the recording stops, however long it takes on a loaded machine
-            paused += self._wait_decision(last_clock)
+            paused += self._wait_decision(math.floor(last_clock / self.lockstep_period + 1e-9) * self.lockstep_period)
         self.result.handover_timeouts = self.handover.timeouts
         self.result.sim_seconds = 0.0 if t0 is None else max(0.0, last_clock - t0)
         return self.result

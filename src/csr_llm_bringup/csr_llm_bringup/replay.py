@@ -44,7 +44,7 @@ class ReplayOutcome:
 def replay(bag: Path, out_dir: Path, *, profile: str = "replay", rate: float = 1.0, lockstep: float = 0.5,
            golden: Optional[Path] = None, tolerances: Mapping[str, float] = DEFAULT_TOLERANCES,
            inputs: Sequence[str] = INPUT_TOPICS, start_graph: bool = True, log=print,
-           settle_s: float = 3.0, overrides: Optional[Mapping[str, Mapping]] = None,
+           settle_s: float = 1.0, overrides: Optional[Mapping[str, Mapping]] = None,
            check_motor: bool = True, duration: Optional[float] = None) -> ReplayOutcome:
     bag = Path(bag)
     report = inspect_bag(bag)

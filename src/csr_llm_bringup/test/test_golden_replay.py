@@ -111,6 +111,7 @@ def test_a_perturbed_prompt_is_caught_with_the_first_divergence(tmp_path):
     assert result.returncode == 1, result.stdout[-3000:]
     out = result.stdout
     assert "MISMATCH" in out and "FIRST DIVERGENCE at decision #" in out
+    assert re.search(r"decision lockstep waits \d+, timeouts 0;", out), out[-3000:]
     # the first differing decision is named with both sides and the chunk before it
     golden_line = [line.strip() for line in out.splitlines() if line.strip().startswith("golden: ")][0]
     replay_line = [line.strip() for line in out.splitlines() if line.strip().startswith("replay: ")][0]
@@ -138,6 +139,8 @@ def test_a_perturbed_pid_gain_is_caught_on_the_motor_commands(tmp_path):
     out = result.stdout
     assert result.returncode == 1, out[-3000:]
     assert "match exactly" in out and "not compared" in out, out[-3000:]   # same decisions in the 2 s ...
+    # the decision due at the cut was waited for, not timed out on (nothing is due after the cut)
+    assert re.search(r"decision lockstep waits \d+, timeouts 0;", out), out[-3000:]
     elbow = [line for line in out.splitlines() if "arm_elbow: max |diff|" in line][0]
     assert "EXCEEDED first at" in elbow                            # ... but the elbow's commands differ
 
