@@ -74,13 +74,20 @@ def _a_new_round_records_only_its_own_runs(tmp_path, engine, catalogue, template
     first_round, second_round = tmp_path / "runs" / "door_open" / "latest", tmp_path / "round2" / "door_open" / "latest"
     recorded = []
     real_record = build.record
+    only_count = []
+
+    class Counted(Exception):
+        pass
 
     def counting_record(engine, catalogue, template, streams, **kwargs):
         recorded.extend(name.split("@")[0] for name, _ in streams)
+        if only_count:
+            raise Counted
         return real_record(engine, catalogue, template, streams, **kwargs)
 
     monkeypatch.setattr(build, "record", counting_record)
-    cache, key = tmp_path / "live_features.npz", {"model_sha256": "m", "suffix": {"question": "q"}}
+    # the real key and cache file of adapter_replay's command below, which then records nothing
+    cache, key = tmp_path / "live_features.npz", build.recording_key(engine, catalogue, template)
     first = build.live_features(engine, catalogue, template, [first_round], cache, key, None)
     assert recorded == ["runs/door_open"] and len(first["hidden"]) == probes
     assert set(first["episode"].tolist()) == {0}
@@ -93,14 +100,18 @@ def _a_new_round_records_only_its_own_runs(tmp_path, engine, catalogue, template
     assert np.allclose(both["hidden"][:probes], first["hidden"], atol=1e-3)   # the same run, recorded again
     alone = build.live_features(engine, catalogue, template, [second_round], cache, key, None)
     assert len(recorded) == 2 and alone["episode"].tolist() == [0] * probes    # fewer rounds: all cached
-    build.live_features(engine, catalogue, template, [first_round], cache, dict(key, model_sha256="other"), None)
-    assert recorded[-1] == "runs/door_open"                                # another key: nothing reused
+    only_count.append(True)                  # that it records again is enough: no need to wait for it
+    with pytest.raises(Counted):
+        build.live_features(engine, catalogue, template, [first_round], cache, dict(key, model_sha256="other"), None)
+    assert recorded[-1] == "runs/door_open" and len(recorded) == 3         # another key: nothing reused
+    only_count.clear()
 
     # the same run through adapter_replay's command: the bundled adapter and the bare model decide its probes
     from csr_llm_bringup import adapter_replay
     out = tmp_path / "replay.json"
     assert adapter_replay.main(["--runs", str(first_round), "--adapter", "bundled=default", "--n-threads", "1",
-                                "--features", str(tmp_path / "replay_features.npz"), "--out", str(out)]) == 0
+                                "--features", str(cache), "--out", str(out)]) == 0
+    assert len(recorded) == 3                                              # its features were cached above
     replay = json.loads(out.read_text())
     assert list(replay["scenarios"]) == ["door_open"]
     assert replay["overall"]["bundled"]["probes"] == replay["overall"]["bare"]["probes"] == probes

@@ -103,7 +103,10 @@ def test_a_decision_due_before_the_end_is_waited_for_before_play_returns():
         decider.create_timer(0.01, publish_due)
         player = BagPlayer(spinner.create(Node, "bag_player"), FOREIGN / "jalenlv_turtlesim_subset_mcap", report,
                            rate=0.0, lockstep_period=1.0, lockstep_lag=1.0, lockstep_timeout=10.0, duration=5.0)
-        time.sleep(1.0)          # discovery: the decider's clock subscription and the player's decision one
+        deadline = time.monotonic() + 10       # discovery: each side's subscription matched
+        while time.monotonic() < deadline and not (publisher.get_subscription_count()
+                                                   and player.clock_pub.get_subscription_count()):
+            time.sleep(0.05)
         result = player.play()
         arrived, last_clock = list(published), max(clocks)
     assert result.lockstep_timeouts == 0 and result.lockstep_waits >= 5
