@@ -22,7 +22,7 @@ import numpy as np
 import yaml
 
 from csr_llm_core.catalogue import IntentCatalogue
-from csr_llm_core.intent_adapter import DEFAULT_ADAPTER, Anchors, adapted_scores, cache_kind
+from csr_llm_core.intent_adapter import DEFAULT_ADAPTER, Anchors, cache_kind, chosen_intents, read_weights
 from csr_llm_core.intent_adapter_build import live_features, recording_key
 from csr_llm_core.prompt import PromptTemplate
 
@@ -33,9 +33,7 @@ Counts = Dict[str, Tuple[int, int]]
 
 def load_weights(path: Path, key: dict) -> Tuple[np.ndarray, ...]:
     """(weights, bias, mean, scale) of an adapter file fitted to the key's model, head and question."""
-    with np.load(path, allow_pickle=False) as data:
-        meta = json.loads(str(data["meta"]))
-        weights = tuple(data[k].astype(np.float64) for k in ("weights", "bias", "mean", "scale"))
+    meta, weights = read_weights(path)
     for field, what in (("model_sha256", "model"), ("head_sha256", "prompt head"), ("suffix", "question")):
         if field in meta and meta[field] != key[field]:
             raise SystemExit(f"{path}: fitted to another {what} than the config and model here")
@@ -49,11 +47,8 @@ def load_weights(path: Path, key: dict) -> Tuple[np.ndarray, ...]:
 def scenario_counts(data: dict, weights=None) -> Counts:
     """(matched, scored) per scenario (`data["scenario"]`, one name per probe) for an adapter, or the
     bare model."""
-    scores = np.asarray(data["base"], dtype=np.float64)
-    if weights is not None:
-        w, b, mean, scale = weights
-        scores = adapted_scores(scores, (data["hidden"] - mean) / scale, w, b)
-    hit = data["accept"][np.arange(len(scores)), scores.argmax(axis=1)]
+    chosen = chosen_intents(data["hidden"], data["base"], weights)
+    hit = data["accept"][np.arange(len(chosen)), chosen]
     scenario = np.asarray(data["scenario"])
     return {name: (int(hit[scenario == name].sum()), int((scenario == name).sum())) for name in sorted(set(scenario))}
 

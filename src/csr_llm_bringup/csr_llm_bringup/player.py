@@ -9,7 +9,9 @@ Lockstep (optional), as the simulator does it:
   first state on: the first waits for the router's latched RouterStatus, sent on activation), so the
   replayed controller runs every tick on the same state as the recorded one; and before each
   joint_states message, until the router reports holding every decision seen (RouterStatus), so
-  each decision starts at the same tick as in the recording.
+  each decision starts at the same tick as in the recording;
+* at the end (of the bag or of `duration`) it waits for the decision due at the last boundary the
+  clock reached, which no boundary waited for, so the recording holds every decision due.
 """
 from __future__ import annotations
 

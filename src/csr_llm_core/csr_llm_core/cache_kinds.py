@@ -15,25 +15,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import numpy as np
 import yaml
 
 from .catalogue import IntentCatalogue
-from .intent_adapter import DEFAULT_ADAPTER, adapted_scores
-
-Weights = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-
-
-def choices(data: dict, adapter: Optional[Weights]) -> np.ndarray:
-    """The intent index each probe's decision starts with (bare, or with the adapter's bias)."""
-    if adapter is None:
-        return np.asarray(data["base"]).argmax(axis=1)
-    weights, bias, mean, scale = adapter
-    z = (np.asarray(data["hidden"], dtype=np.float64) - mean) / scale
-    return adapted_scores(np.asarray(data["base"]), z, weights, bias).argmax(axis=1)
-
+from .intent_adapter import DEFAULT_ADAPTER, Weights, chosen_intents, read_weights
 
 def compare(full: dict, window: dict, adapter: Optional[Weights]) -> Dict[str, object]:
     """Figures for two recordings of the same probes (rows in the same order)."""
@@ -47,10 +35,9 @@ def compare(full: dict, window: dict, adapter: Optional[Weights]) -> Dict[str, o
         "identical_hidden": int((relative == 0).sum()),
         "intent_logp_max_abs_diff": round(float(np.abs(np.subtract(full["base"], window["base"])).max()), 3),
         "chance": round(float(accept.mean()), 3)}
-    for name, weights in (("bare", None), ("adapted", adapter)):
-        if name == "adapted" and weights is None:
-            continue
-        first, second = choices(full, weights), choices(window, weights)
+    deciders = {"bare": None, **({"adapted": adapter} if adapter is not None else {})}
+    for name, weights in deciders.items():
+        first, second = (chosen_intents(d["hidden"], d["base"], weights) for d in (full, window))
         right_full, right_window = accept[rows, first], accept[rows, second]
         report[name] = {"same_intent": round(float(np.mean(first == second)), 3),
                         "accuracy_full_size": round(float(right_full.mean()), 3),
@@ -59,11 +46,6 @@ def compare(full: dict, window: dict, adapter: Optional[Weights]) -> Dict[str, o
                         "right_only_full_size": int((right_full & ~right_window).sum()),
                         "right_only_window_only": int((right_window & ~right_full).sum())}
     return report
-
-
-def load_adapter(path: Path) -> Weights:
-    with np.load(path, allow_pickle=False) as data:
-        return tuple(data[k].astype(np.float64) for k in ("weights", "bias", "mean", "scale"))  # type: ignore[return-value]
 
 
 def main(argv=None) -> int:
@@ -89,7 +71,7 @@ def main(argv=None) -> int:
               file=sys.stderr, flush=True)
         recorded[swa_full] = record(engine, catalogue, template, streams, progress=False)
         engine.close()
-    adapter = None if str(args.adapter) == "none" else load_adapter(args.adapter)
+    adapter = None if str(args.adapter) == "none" else read_weights(args.adapter)[1]
     report = compare(recorded[True], recorded[False], adapter)
     report.update(episodes=args.episodes, seed=args.seed, adapter=str(args.adapter))
     text = json.dumps(report, indent=1, sort_keys=True)

@@ -203,13 +203,28 @@ def fit(hidden: np.ndarray, base_logp: np.ndarray, accept: np.ndarray, *, l2: fl
     return params[0], params[1], mean, scale
 
 
-def accuracy(hidden: np.ndarray, base_logp: np.ndarray, accept: np.ndarray,
-             adapter: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = None) -> float:
-    """Share of rows whose argmax is accepted (the bare model's when `adapter` is None)."""
+Weights = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]     # (weights, bias, mean, scale)
+
+
+def chosen_intents(hidden: np.ndarray, base_logp: np.ndarray, adapter: Optional[Weights] = None) -> np.ndarray:
+    """Per row, the index of the intent the decision starts with (the bare model's when `adapter` is None)."""
     if adapter is None:
-        scores = np.asarray(base_logp)
-    else:
-        weights, bias, mean, scale = adapter
-        scores = adapted_scores(base_logp, (np.asarray(hidden) - mean) / scale, weights, bias)
-    chosen = scores.argmax(axis=1)
+        return np.asarray(base_logp).argmax(axis=1)
+    weights, bias, mean, scale = adapter
+    z = (np.asarray(hidden, dtype=np.float64) - mean) / scale
+    return adapted_scores(np.asarray(base_logp), z, weights, bias).argmax(axis=1)
+
+
+def accuracy(hidden: np.ndarray, base_logp: np.ndarray, accept: np.ndarray,
+             adapter: Optional[Weights] = None) -> float:
+    """Share of rows whose chosen intent is accepted (the bare model's when `adapter` is None)."""
+    chosen = chosen_intents(hidden, base_logp, adapter)
     return float(np.asarray(accept)[np.arange(len(chosen)), chosen].mean())
+
+
+def read_weights(path: Union[str, Path]) -> Tuple[dict, Weights]:
+    """An adapter file's meta and (weights, bias, mean, scale), unchecked (offline tools check what they need)."""
+    with np.load(path, allow_pickle=False) as data:
+        meta = json.loads(str(data["meta"]))
+        weights = tuple(data[k].astype(np.float64) for k in ("weights", "bias", "mean", "scale"))
+    return meta, weights  # type: ignore[return-value]

@@ -26,7 +26,7 @@ import yaml
 from .catalogue import IntentCatalogue
 from .decision_situations import Stream
 from .decision_training import GENERATOR_VERSION, generate
-from .intent_adapter import DEFAULT_ADAPTER, Anchors, IntentAdapter, accuracy, fit, head_digest
+from .intent_adapter import DEFAULT_ADAPTER, Anchors, IntentAdapter, accuracy, fit, head_digest, read_weights
 
 
 # how probes are decided (part of the features cache key): 2 = on a prefix holding every chunk said
@@ -267,8 +267,7 @@ def _live_scores(hidden, base, accept, weights, other: Path) -> dict:
               "live_val_base_accuracy": round(accuracy(hidden, base, accept), 3),
               "live_val_chance": round(float(accept.mean()), 3)}
     try:
-        with np.load(other, allow_pickle=False) as saved:
-            previous = tuple(saved[k].astype(np.float64) for k in ("weights", "bias", "mean", "scale"))
+        _, previous = read_weights(other)
         if previous[0].shape[1] == hidden.shape[1]:
             scores["live_val_compared_accuracy"] = round(accuracy(hidden, base, accept, previous), 3)
     except (OSError, KeyError, ValueError) as err:
