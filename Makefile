@@ -132,23 +132,30 @@ bench-scene: setup
 scene-keys: setup
 	$(PY) -m csr_llm_bringup.sim.scene_keys --per-kind 500
 
-# Retrain the intent adapter (after changing config/prompt.yaml, the intents or the model: the
-# reasoning node refuses an adapter trained for another head or model). One DAgger round: 24
-# generated training scenarios from seed ROUND run through the lockstepped graph with the adapter in
-# the repository (~25 min) into build/intent_adapter/rounds/seed$(ROUND), then the fit on generated
-# situations plus the runs of every round kept there (~30 min the first time on 2 cores: the
-# generated episodes are recorded once, a round's runs once); writes
-# src/csr_llm_core/csr_llm_core/data/intent_adapter_gemma3_270m.npz. Commit it, then run the next
-# round with ROUND=<next seed>. LIVE_RUNS_ARGS="--count 0" adds no runs.
-ROUNDS := build/intent_adapter/rounds
-ROUND := 1
-.PHONY: intent-adapter
+# Refit the intent adapter from the repository's own data (after changing config/prompt.yaml, the
+# intents or the model: the reasoning node refuses an adapter trained for another head or model):
+# generated situations plus the committed DAgger rounds (src/csr_llm_core/csr_llm_core/data/
+# intent_adapter_rounds/*.json.gz, the probes of recorded runs) -> the real Reasoner -> hidden states
+# -> fit; writes src/csr_llm_core/csr_llm_core/data/intent_adapter_gemma3_270m.npz (~35 min on 2 cores
+# the first time, features are cached in build/intent_adapter). ADAPTER_ARGS: intent_adapter_build's options.
+.PHONY: intent-adapter intent-adapter-round
 intent-adapter: setup
+	$(PY) -m csr_llm_core.intent_adapter_build $(ADAPTER_ARGS)
+
+# One more DAgger round: 24 generated training scenarios from seed ROUND run through the lockstepped
+# graph with the adapter in the repository (~20 min) into build/intent_adapter/rounds/seed$(ROUND),
+# kept as the round's probe file in the package (commit it), then the refit above.
+# LIVE_RUNS_ARGS: training_scenarios' options (--count, --set NODE.PARAM=VALUE for every run).
+ROUNDS := build/intent_adapter/rounds
+ROUND_FILES := src/csr_llm_core/csr_llm_core/data/intent_adapter_rounds
+ROUND := 1
+intent-adapter-round: setup
 	@mkdir -p $(ROUNDS)
 	rm -rf $(ROUNDS)/seed$(ROUND)
 	$(PY) -m csr_llm_bringup.training_scenarios --seed $(ROUND) --scenario-dir build/intent_adapter/scenarios/seed$(ROUND) \
 		--runs-dir $(ROUNDS)/seed$(ROUND) $(LIVE_RUNS_ARGS)
-	$(PY) -m csr_llm_core.intent_adapter_build --live-runs $$(ls -d $(ROUNDS)/seed*) $(ADAPTER_ARGS)
+	$(PY) -m csr_llm_core.live_probe_files $(ROUNDS)/seed$(ROUND) --out $(ROUND_FILES)/seed$(ROUND).json.gz
+	$(PY) -m csr_llm_core.intent_adapter_build $(ADAPTER_ARGS)
 
 # Memory recall: CSR vs sliding window vs BM25 retrieval vs full recompute vs CSR + archive recall on
 # generated 4K-32K-token histories (build/bench/recall.json + recall.png; ~10-15 min on 2 cores).

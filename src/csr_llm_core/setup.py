@@ -8,7 +8,8 @@ setup(
     description="CSR token store, ASR reconciler, llama.cpp engine, aggregator and reasoning nodes",
     license="Apache-2.0",
     packages=find_packages(exclude=["test"]),
-    package_data={PACKAGE: ["data/*.npz"]},     # the intent adapter (intent_adapter.py)
+    # the intent adapter (intent_adapter.py) and the recorded rounds it is fitted on (live_probe_files.py)
+    package_data={PACKAGE: ["data/*.npz", "data/intent_adapter_rounds/*.json.gz"]},
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),

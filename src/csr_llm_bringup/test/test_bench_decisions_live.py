@@ -116,3 +116,14 @@ def _a_new_round_records_only_its_own_runs(tmp_path, engine, catalogue, template
     assert list(replay["scenarios"]) == ["door_open"]
     assert replay["overall"]["bundled"]["probes"] == replay["overall"]["bare"]["probes"] == probes
     assert 0.0 <= replay["overall"]["bare"]["accuracy"] <= 1.0 and replay["overall"]["bare"]["change_ci95"] is None
+
+    # the same round kept as a probe file (what gets committed): the fit reads the same probes from it
+    from csr_llm_core import live_probe_files
+    probe_file = tmp_path / "round1.json.gz"
+    assert live_probe_files.main([str(tmp_path / "runs"), "--out", str(probe_file)]) == 0
+    from_file = build.live_features(engine, catalogue, template, [], tmp_path / "file_features.npz", key, None,
+                                    probe_files=[probe_file])
+    assert recorded[-1] == "round1/door_open" and len(recorded) == 4
+    assert np.array_equal(from_file["accept"], first["accept"]) and from_file["episode"].tolist() == [0] * probes
+    assert np.allclose(from_file["hidden"], first["hidden"], atol=1e-3)
+    assert np.allclose(from_file["base"], first["base"], atol=1e-3)

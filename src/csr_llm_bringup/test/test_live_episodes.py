@@ -43,7 +43,7 @@ def _write_run(run, decisions_json):
     (run / "decisions.json").write_text(json.dumps(decisions_json))
 
 
-def test_scored_decisions_become_probes_on_the_prefix_they_were_made_on(tmp_path):
+def _detail():
     rows = [(0.5, "hold_position", "unscored", ""), (1.0, "open_door", "unscored", "task"),
             (1.5, "open_door", "match", "task"), (3.0, "open_door", "mismatch", "close"),
             (3.5, "stop", "match", "close"), (4.0, "open_door", "mismatch", "close")]
@@ -51,7 +51,11 @@ def test_scored_decisions_become_probes_on_the_prefix_they_were_made_on(tmp_path
               "reactions": [{"event": "task", "start": 1.0, "expect": {"intents": ["open_door"], "args": {}}},
                             {"event": "close", "start": 3.0,
                              "expect": {"intents": ["back_off", "stop"], "args": {}}}]}
-    _write_run(tmp_path, detail)
+    return detail
+
+
+def test_scored_decisions_become_probes_on_the_prefix_they_were_made_on(tmp_path):
+    _write_run(tmp_path, _detail())
     recorded = run_stream(tmp_path)
     stream = recorded.stream
     # the decision at 3.0 was made on a prefix that ends before "person close": no label
@@ -73,3 +77,29 @@ def test_a_decision_missing_from_the_bag_is_an_error(tmp_path):
     _write_run(tmp_path, detail)
     with pytest.raises(ValueError, match="move_to at 2.0 s is not in the bag"):
         run_stream(tmp_path)
+
+
+def test_a_round_as_a_probe_file_gives_back_the_same_streams(tmp_path):
+    """live_probe_files: what the adapter fit reads from a run, kept as a small committed file."""
+    from csr_llm_core import live_probe_files
+    run = tmp_path / "seed9" / "door_task" / "latest"
+    run.mkdir(parents=True)
+    _write_run(run, _detail())
+    (tmp_path / "seed9" / "no_bag" / "latest").mkdir(parents=True)          # a run that left nothing: skipped
+    out = tmp_path / "seed9.json.gz"
+    assert live_probe_files.main([str(tmp_path / "seed9"), "--out", str(out)]) == 0
+    recorded = run_stream(run).stream
+    ((run_id, stream),) = live_probe_files.streams(out)
+    assert run_id.startswith("seed9/door_task@")
+    assert stream.chunks == recorded.chunks[:3] and stream.probes == recorded.probes
+    assert live_probe_files.summary(out) | {"file": ""} == {
+        "file": "", "decided_with": {}, "runs": 1, "probes": 3, "chunks": 3, "live_accuracy": round(2 / 3, 3)}
+    first = out.read_bytes()
+    live_probe_files.write(out, live_probe_files.read(out))
+    assert out.read_bytes() == first                                   # same content, same bytes
+    (tmp_path / "bad.json.gz").write_bytes(b"not gzip")
+    with pytest.raises(ValueError, match="bad.json.gz: not a probe file"):
+        live_probe_files.read(tmp_path / "bad.json.gz")
+    live_probe_files.write(tmp_path / "old.json.gz", {"format": "csr-llm-live-probes/0", "runs": []})
+    with pytest.raises(ValueError, match="format 'csr-llm-live-probes/0'"):
+        live_probe_files.streams(tmp_path / "old.json.gz")

@@ -27,6 +27,9 @@ from .catalogue import IntentCatalogue
 from .decision_situations import Stream
 from .decision_training import GENERATOR_VERSION, generate
 from .intent_adapter import DEFAULT_ADAPTER, Anchors, IntentAdapter, accuracy, fit, head_digest, read_weights
+from .live_probe_files import committed_rounds
+from .live_probe_files import read as read_probe_file
+from .model import sha256_file
 
 
 # how probes are decided (part of the features cache key): 2 = on a prefix holding every chunk said
@@ -150,6 +153,9 @@ def main(argv=None) -> int:
                         help="folders of recorded scenario runs (<scenario>/latest, as `python -m "
                              "csr_llm_bringup.training_scenarios` writes them): their decisions are probes too "
                              "(several folders aggregate the runs of several rounds, as in DAgger)")
+    parser.add_argument("--live-probes", type=Path, nargs="*", default=None,
+                        help="probe files of recorded rounds (live_probe_files.py; default: the rounds committed "
+                             "in the package, `--live-probes` alone: none)")
     parser.add_argument("--live-weight", type=float, default=1.0,
                         help="weight of a live probe relative to a generated one in the fit")
     parser.add_argument("--live-features", type=Path, default=Path("build/intent_adapter/live_features.npz"))
@@ -174,17 +180,22 @@ def main(argv=None) -> int:
     held = episode % 5 == 0
     live = np.zeros(len(hidden), dtype=bool)
     runs = [run for folder in args.live_runs for run in sorted(folder.glob("*/latest"))]
-    if runs:
-        live_data = live_features(engine, catalogue, template, runs, args.live_features, key, args.anchors)
+    probe_files = committed_rounds() if args.live_probes is None else args.live_probes
+    if runs or probe_files:
+        live_data = live_features(engine, catalogue, template, runs, args.live_features, key, args.anchors,
+                                  probe_files=probe_files)
         hidden, base, accept = (np.concatenate([data[k], live_data[k]]) for k in ("hidden", "base", "accept"))
         held = np.concatenate([held, live_data["episode"] % 5 == 0])
         live = np.concatenate([live, np.ones(len(live_data["hidden"]), dtype=bool)])
-        key["live_runs"] = len(runs)
+        key["live_runs"] = int(len(np.unique(live_data["episode"])))
         key["live_weight"] = args.live_weight
         provenance = [json.loads((folder / "decided_with.json").read_text()) for folder in args.live_runs
                       if (folder / "decided_with.json").exists()]
+        provenance += [read_probe_file(f)["decided_with"] for f in probe_files]
         if provenance:
             key["live_decided_with"] = provenance[0] if len(provenance) == 1 else provenance
+        if probe_files:
+            key["live_probe_files"] = {f.name: sha256_file(f)[:16] for f in probe_files}
     weight = np.where(live, args.live_weight, 1.0)
     settings = {"l2": args.l2, "learning_rate": args.learning_rate, "steps": args.steps}
     weights = fit(hidden[~held], base[~held], accept[~held], sample_weight=weight[~held], **settings)
@@ -225,26 +236,31 @@ def recording_key(engine, catalogue: IntentCatalogue, template) -> dict:
     return key
 
 
-def live_features(engine, catalogue, template, runs: Sequence[Path], path: Path, key: dict, anchors) -> dict:
-    """Features of every run's probes, in run order (a run's probes share its episode index). Runs
-    already in the cache under the same key are reused, so a new DAgger round records its own runs
-    only; a run whose decisions.json changed is recorded again. The cache keeps every run it has
-    seen, so a fit on fewer rounds records nothing."""
+def live_features(engine, catalogue, template, runs: Sequence[Path], path: Path, key: dict, anchors,
+                  probe_files: Sequence[Path] = ()) -> dict:
+    """Features of every run's probes, in order (run folders, then the runs of each probe file; a
+    run's probes share its episode index). Runs already in the cache under the same key are reused,
+    so a new DAgger round records its own runs only; a run whose decisions changed is recorded
+    again. The cache keeps every run it has seen, so a fit on fewer rounds records nothing."""
     from .live_episodes import run_streams
-    from .model import sha256_file
-    ids = [f"{r.parent.parent.name}/{r.parent.name}@{sha256_file(r / 'decisions.json')[:16]}" for r in runs]
+    from .live_probe_files import streams as file_streams
+    sources: List[Tuple[str, Any]] = [
+        (f"{r.parent.parent.name}/{r.parent.name}@{sha256_file(r / 'decisions.json')[:16]}",
+         lambda run=r: [stream for _, stream in run_streams([run])]) for r in runs]
+    for probe_file in probe_files:
+        sources += [(run_id, lambda stream=stream: [stream]) for run_id, stream in file_streams(probe_file)]
+    ids = [run_id for run_id, _ in sources]
     cached = _cached(path, key, fields=("run",))
     known = set(cached["run"].tolist()) if cached else set()
-    todo = [(run_id, stream) for run, run_id in zip(runs, ids) if run_id not in known
-            for _, stream in run_streams([run])]
+    todo = [(run_id, stream) for run_id, load in sources if run_id not in known for stream in load()]
     parts = [cached] if cached else []
     if todo:
-        print(f"recording {len(todo)} live runs ({len(runs) - len(todo)} cached) ...", file=sys.stderr, flush=True)
+        print(f"recording {len(todo)} live runs ({len(sources) - len(todo)} cached) ...", file=sys.stderr, flush=True)
         new = record(engine, catalogue, template, todo, anchors=anchors)
         new["run"] = np.array([todo[i][0] for i in new["episode"]])
         parts.append(new)
     if not parts:
-        raise SystemExit(f"no scored decisions in the live runs ({len(runs)} run folders)")
+        raise SystemExit(f"no scored decisions in the live runs ({len(sources)} runs)")
     columns = ("hidden", "base", "accept", "run")
     merged: Dict[str, Any] = {k: np.concatenate([part[k] for part in parts]) for k in columns}
     merged["intents"] = list(parts[0]["intents"])

@@ -69,6 +69,24 @@ def test_memory_episodes_decide_on_a_fact_said_long_before(episodes):
         assert between > 4500, "the note must lie well before the decision (~1,500 tokens)"
 
 
+def test_committed_rounds_are_labelled_probes_on_the_chunks_before_them(catalogue):
+    """The DAgger rounds the adapter is fitted on ship as probe files (live_probe_files.py)."""
+    from csr_llm_core.live_probe_files import committed_rounds, read, streams
+    files = committed_rounds()
+    assert files, "no committed round"
+    for path in files:
+        content = read(path)
+        assert {"count", "seed", "bundled_adapter_sha256"} <= set(content["decided_with"]), path
+        for run_id, stream in streams(path):
+            assert run_id.startswith(path.name.split(".")[0] + "/") and stream.probes, run_id
+            assert [c.seq for c in stream.chunks] == sorted(c.seq for c in stream.chunks)
+            positions = [position for position, _ in stream.probes]
+            assert positions == sorted(positions) and 0 < positions[0] and positions[-1] == len(stream.chunks)
+            for _, probe in stream.probes:
+                assert probe.accept and probe.accept <= set(catalogue.names), (run_id, probe)
+                assert probe.running in set(catalogue.names) | {""}, (run_id, probe)
+
+
 def test_fit_learns_what_the_hidden_state_says_and_beats_the_bare_model():
     rng = np.random.default_rng(0)
     n, d, k = 600, 32, 6
