@@ -1,14 +1,15 @@
 """Build the intent adapter: generated situations -> the real Reasoner -> hidden states -> fit -> file.
 
     python -m csr_llm_core.intent_adapter_build            # `make intent-adapter`
-    python -m csr_llm_core.intent_adapter_build --episodes 60 --out /tmp/adapter.npz
+    python -m csr_llm_core.intent_adapter_build --episodes 60 --live-probes --out /tmp/adapter.npz
 
-Every probe of every generated episode (decision_training.py) is decided by the bare model
-through the same Reasoner, prompt and grammar as the reasoning node; what the adapter needs is
-recorded at the intent's first token (the final hidden state and the model's log-probs of the
-intents' first tokens). One episode in five is held out: the fit is scored on it against the
-bare model and chance, then refitted on every episode and written with those scores. The
-decision_eval situations (never generated here) are scored last with and without the adapter.
+Every probe of every generated episode (decision_training.py) and of every run of the committed
+DAgger rounds (live_probe_files.py) is decided by the bare model through the same Reasoner,
+prompt and grammar as the reasoning node; what the adapter needs is recorded at the intent's
+first token (the final hidden state and the model's log-probs of the intents' first tokens). One
+episode (or run) in five is held out: the fit is scored on it against the bare model and chance,
+then refitted on every episode and written with those scores. The decision_eval situations
+(never generated here) are scored last with and without the adapter.
 """
 from __future__ import annotations
 
