@@ -262,12 +262,21 @@ def write_scenarios(directory: Path, count: int, seed: int = 0) -> List[Path]:
 
 
 def decided_with(count: int, seed: int, overrides: List[str]) -> Dict[str, Any]:
-    """What the runs decide with (the bundled adapter unless overridden): an adapter trained on
-    them is one more step of the loop that collected them (DAgger), and its file says which."""
+    """What the runs decide with: the bundled adapter, or the one a `reasoning.prompt_file` override
+    names (`adapter_sha256`, "" for none). An adapter trained on them is one more step of the loop
+    that collected them (DAgger), and its file says which."""
     from csr_llm_core.intent_adapter import DEFAULT_ADAPTER
     from csr_llm_core.model import sha256_file
-    digest = sha256_file(DEFAULT_ADAPTER)[:16] if DEFAULT_ADAPTER.exists() else ""
-    return {"count": count, "seed": seed, "bundled_adapter_sha256": digest, "overrides": list(overrides)}
+    adapter: Optional[Path] = DEFAULT_ADAPTER
+    for override in overrides:
+        name, _, value = override.partition("=")
+        if name == "reasoning.prompt_file":
+            setting = (yaml.safe_load(Path(value).read_text()) or {}).get("intent_adapter", "default")
+            adapter = DEFAULT_ADAPTER if setting == "default" else Path(setting) if setting else None
+    bundled = sha256_file(DEFAULT_ADAPTER)[:16] if DEFAULT_ADAPTER.exists() else ""
+    used = sha256_file(adapter)[:16] if adapter is not None and adapter.exists() else ""
+    return {"count": count, "seed": seed, "bundled_adapter_sha256": bundled, "adapter_sha256": used,
+            "overrides": list(overrides)}
 
 
 def main(argv=None) -> int:

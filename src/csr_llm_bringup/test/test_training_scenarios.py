@@ -80,3 +80,21 @@ def test_a_fetch_drives_to_the_warehouse_then_picks_and_resumes_the_stage_it_pau
                 wanted = reach["expect"] if at_shelf else start["expect"]
                 assert events[resume]["expect"] == wanted
     assert stages == {True, False}          # interruptions while driving and at the shelf
+
+
+def test_a_round_records_the_adapter_its_runs_decide_with(tmp_path):
+    from csr_llm_core.intent_adapter import DEFAULT_ADAPTER
+    from csr_llm_core.model import sha256_file
+    from csr_llm_bringup.training_scenarios import decided_with
+    bundled = sha256_file(DEFAULT_ADAPTER)[:16]
+    assert decided_with(24, 6, []) == {"count": 24, "seed": 6, "bundled_adapter_sha256": bundled,
+                                       "adapter_sha256": bundled, "overrides": []}
+    other = tmp_path / "other.npz"
+    other.write_bytes(b"another adapter")
+    prompt = tmp_path / "prompt.yaml"
+    prompt.write_text(yaml.safe_dump({"intent_adapter": str(other)}))
+    override = [f"reasoning.prompt_file={prompt}"]
+    assert decided_with(24, 1, override)["adapter_sha256"] == sha256_file(other)[:16]
+    prompt.write_text(yaml.safe_dump({"intent_adapter": ""}))
+    assert decided_with(24, 1, override)["adapter_sha256"] == ""               # decided without an adapter
+    assert decided_with(24, 1, override)["bundled_adapter_sha256"] == bundled
