@@ -267,12 +267,13 @@ def decided_with(count: int, seed: int, overrides: List[str]) -> Dict[str, Any]:
     that collected them (DAgger), and its file says which."""
     from csr_llm_core.intent_adapter import DEFAULT_ADAPTER
     from csr_llm_core.model import sha256_file
+    from csr_llm_core.paths import expand_path
     adapter: Optional[Path] = DEFAULT_ADAPTER
     for override in overrides:
         name, _, value = override.partition("=")
         if name == "reasoning.prompt_file":
             setting = (yaml.safe_load(Path(value).read_text()) or {}).get("intent_adapter", "default")
-            adapter = DEFAULT_ADAPTER if setting == "default" else Path(setting) if setting else None
+            adapter = DEFAULT_ADAPTER if setting == "default" else Path(expand_path(setting)) if setting else None
     bundled = sha256_file(DEFAULT_ADAPTER)[:16] if DEFAULT_ADAPTER.exists() else ""
     used = sha256_file(adapter)[:16] if adapter is not None and adapter.exists() else ""
     return {"count": count, "seed": seed, "bundled_adapter_sha256": bundled, "adapter_sha256": used,

@@ -5,13 +5,13 @@ round decided by the adapter of the round before: a round cannot be run again (t
 decided it is gone once the next is fitted), and its bags (~10 MB a run) do not belong in git. What
 the fit reads from a run is text: the chunks its prefix held at each scored decision, the router's
 report of the running and paused task, the accepted intents. That is what a probe file keeps
-(gzipped JSON, ~5 KB a run, written byte-identically for the same runs), one file per round:
+(gzipped JSON, ~17 KB for a round of 24 runs, byte-identical for the same runs), one file per round:
 
     python -m csr_llm_core.live_probe_files build/intent_adapter/rounds/seed6 --out ROUND_FILE
     python -m csr_llm_core.live_probe_files ROUND_FILE            # what a file holds
 
 `intent_adapter_build --live-probes` reads these files as it reads run folders (the same probes:
-test_live_probe_files checks it on a real run). Plain module (no rclpy).
+test_bench_decisions_live checks it on a real run). Plain module (no rclpy).
 """
 from __future__ import annotations
 
