@@ -287,6 +287,22 @@ def plot(bench: Dict[str, Any], path: Path, n_intents: Optional[int] = None) -> 
     return path
 
 
+def score_run(run: Dict[str, Any], catalogue: Any, reruns: int = 0, tag: str = "bench-decisions") -> Dict[str, Any]:
+    """A finished run's bench keys (scenario_result), or {"error": ...} for a run that failed or
+    left no readable result; one line on stdout either way."""
+    try:
+        if run["returncode"] != 0:
+            raise RuntimeError(f"run exited {run['returncode']} (log: {run.get('log')})")
+        result = scenario_result(Path(run["run_dir"]), catalogue)
+    except (OSError, ValueError, KeyError, RuntimeError) as err:
+        print(f"[{tag}]   FAILED: {err}", flush=True)
+        return {"error": str(err), "reruns": reruns}
+    result.update(wall_s=round(run["wall_s"], 1), reruns=reruns)
+    print(f"[{tag}]   accuracy {result['decision_accuracy']}, reaction p50 {result['reaction_p50_s']} s, "
+          f"task {result['task_success_rate']}, {result['wall_s']} s wall", flush=True)
+    return result
+
+
 def run_with_reruns(name: str, runs_dir: Path, overrides: Sequence[str], reruns: int,
                     run=None) -> Tuple[Dict, int]:
     """run_scenario, again up to `reruns` times while it exits non-zero; each failed run's log is
@@ -334,18 +350,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not args.rescore:
             print(f"[bench-decisions] {i}/{len(names)} {name} ...", flush=True)
             run, reruns = run_with_reruns(name, runs_dir / name, args.set, args.reruns)
-        try:
-            if run["returncode"] != 0:
-                raise RuntimeError(f"run exited {run['returncode']} (log: {run.get('log')})")
-            results[name] = scenario_result(Path(run["run_dir"]), catalogue)
-            results[name]["wall_s"] = round(run["wall_s"], 1)
-            results[name]["reruns"] = reruns
-            r = results[name]
-            print(f"[bench-decisions]   accuracy {r['decision_accuracy']}, reaction p50 {r['reaction_p50_s']} s, "
-                  f"task {r['task_success_rate']}, {r['wall_s']} s wall", flush=True)
-        except (OSError, ValueError, KeyError, RuntimeError) as err:
-            results[name] = {"error": str(err), "reruns": reruns}
-            print(f"[bench-decisions]   FAILED: {err}", flush=True)
+        results[name] = score_run(run, catalogue, reruns)
     bench = bench_json(results, time.monotonic() - start)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -284,7 +284,9 @@ def main(argv=None) -> int:
     """Write the training scenarios and run each once through the lockstepped graph."""
     import argparse
     import time
-    from .bench_decisions import run_with_reruns
+    from csr_llm_core.catalogue import IntentCatalogue
+    from .bench_decisions import bench_json, run_with_reruns, score_run, table
+    from .paths import config_dir
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=24)
     parser.add_argument("--seed", type=int, default=1)
@@ -298,12 +300,18 @@ def main(argv=None) -> int:
     args.runs_dir.mkdir(parents=True, exist_ok=True)
     provenance = decided_with(args.count, args.seed, args.set)
     (args.runs_dir / "decided_with.json").write_text(json.dumps(provenance) + "\n")
-    failed = 0
+    catalogue = IntentCatalogue.from_file(config_dir() / "intents.yaml")
+    results: Dict[str, Dict[str, Any]] = {}
     for index, path in enumerate(paths, 1):
-        run, _ = run_with_reruns(str(path.resolve()), args.runs_dir / path.stem, args.set, reruns=1)
-        failed += run["returncode"] != 0
+        run, reruns = run_with_reruns(str(path.resolve()), args.runs_dir / path.stem, args.set, reruns=1)
         print(f"[training-scenarios] {index}/{len(paths)} {path.stem}: exit {run['returncode']}, "
               f"{run['wall_s']:.0f} s wall ({time.monotonic() - started:.0f} s in all)", flush=True)
+        results[path.stem] = score_run(run, catalogue, reruns, tag="training-scenarios")
+    # the round scored like the bench: two rounds of one seed compare with bench_decisions --compare
+    scored = bench_json(results, time.monotonic() - started)
+    (args.runs_dir / "round.json").write_text(json.dumps(scored, indent=2) + "\n")
+    print(table(scored))
+    failed = len(scored["overall"]["scenarios_failed"])
     return 1 if paths and failed == len(paths) else 0
 
 

@@ -98,3 +98,38 @@ def test_a_round_records_the_adapter_its_runs_decide_with(tmp_path):
     prompt.write_text(yaml.safe_dump({"intent_adapter": ""}))
     assert decided_with(24, 1, override)["adapter_sha256"] == ""               # decided without an adapter
     assert decided_with(24, 1, override)["bundled_adapter_sha256"] == bundled
+
+
+def test_a_round_is_scored_like_the_bench_so_two_rounds_of_one_seed_compare(tmp_path, monkeypatch):
+    """The lockstepped graph is stood in for (it runs in make intent-adapter-round); the scoring, the
+    rerun of a failed run and round.json are the real ones."""
+    import json
+    from csr_llm_bringup import bench_decisions
+    from csr_llm_bringup.run_report import RunStats
+    from csr_llm_bringup.training_scenarios import main
+    codes = {"train_000": iter([0]), "train_001": iter([1, 1])}
+
+    def graph_run(name, runs_dir, overrides):
+        stem = Path(name).stem
+        stats = RunStats()
+        stats.on_time(0.0)
+        for record in [{"kind": "start", "scenario": stem, "duration": 3.0, "goals": [], "time": 0.0},
+                       {"kind": "event", "event": "task", "time": 1.0, "say": "go", "expect": ["open_door"]},
+                       {"kind": "end", "scenario": stem, "time": 3.0, "duration": 3.0, "goals": {}}]:
+            stats.on_expectation_record(record)
+        stats.on_decision(1.5, 100.0, "open_door", "R1", 0, arguments={})
+        stats.on_decision(2.0, 100.0, "stop", "R1", 0, arguments={})
+        stats.on_time(3.0)
+        stats.write(runs_dir / "latest")
+        (runs_dir / "runner.log").write_text("log\n")
+        return {"run_dir": runs_dir / "latest", "returncode": next(codes[stem]), "wall_s": 1.0,
+                "log": runs_dir / "runner.log"}
+
+    monkeypatch.setattr(bench_decisions, "run_scenario", graph_run)
+    runs = tmp_path / "runs"
+    assert main(["--count", "2", "--seed", "3", "--scenario-dir", str(tmp_path / "sc"), "--runs-dir", str(runs)]) == 0
+    scored = json.loads((runs / "round.json").read_text())
+    assert scored["scenarios"]["train_000"]["decision_accuracy"] == 0.5
+    assert scored["overall"]["scenarios_failed"] == ["train_001"]
+    assert scored["overall"]["scenarios_rerun"] == ["train_001"]
+    assert "train_000" in bench_decisions.compare(scored, scored)
