@@ -159,6 +159,9 @@ def main(argv=None) -> int:
                              "in the package, `--live-probes` alone: none)")
     parser.add_argument("--live-weight", type=float, default=1.0,
                         help="weight of a live probe relative to a generated one in the fit")
+    parser.add_argument("--hold-weight", type=float, default=1.0,
+                        help="weight of a probe where only pausing intents (stop, hold_position, back_off) are "
+                             "acceptable: acting there is the unsafe mistake")
     parser.add_argument("--live-features", type=Path, default=Path("build/intent_adapter/live_features.npz"))
     parser.add_argument("--compare-adapter", type=Path, default=None,
                         help="also score this adapter file on the held-out live probes (default: the bundled one)")
@@ -197,7 +200,10 @@ def main(argv=None) -> int:
             key["live_decided_with"] = provenance[0] if len(provenance) == 1 else provenance
         if probe_files:
             key["live_probe_files"] = {f.name: sha256_file(f)[:16] for f in probe_files}
-    weight = np.where(live, args.live_weight, 1.0)
+    weight = np.where(live, args.live_weight, 1.0) * np.where(hold_only(accept, data["intents"], catalogue),
+                                                              args.hold_weight, 1.0)
+    if args.hold_weight != 1.0:
+        key["hold_weight"] = args.hold_weight
     settings = {"l2": args.l2, "learning_rate": args.learning_rate, "steps": args.steps}
     weights = fit(hidden[~held], base[~held], accept[~held], sample_weight=weight[~held], **settings)
     generated = held & ~live
@@ -222,6 +228,12 @@ def main(argv=None) -> int:
     print(json.dumps(adapter.meta, indent=1, sort_keys=True))
     print(f"wrote {args.out} ({time.perf_counter() - started:.0f} s)")
     return 0
+
+
+def hold_only(accept: np.ndarray, intents: Sequence[str], catalogue: IntentCatalogue) -> np.ndarray:
+    """Per probe: every acceptable intent pauses the task (a window where acting is the unsafe mistake)."""
+    pausing = np.array([catalogue.intents[name].pauses_task for name in intents])
+    return ~(np.asarray(accept, dtype=bool) & ~pausing).any(axis=1)
 
 
 def recording_key(engine, catalogue: IntentCatalogue, template) -> dict:

@@ -103,6 +103,16 @@ def test_fit_learns_what_the_hidden_state_says_and_beats_the_bare_model():
     assert accuracy(hidden[400:], base[400:], accept[400:], weights) > 0.9
 
 
+def test_hold_weight_marks_the_probes_where_only_a_pause_is_acceptable(catalogue):
+    from csr_llm_core.intent_adapter_build import hold_only
+    names = ["open_door", "move_to", "stop", "hold_position", "back_off"]
+    accept = np.array([[0, 0, 1, 1, 0],         # stop or hold: acting would be the unsafe mistake
+                       [1, 0, 1, 1, 0],         # carry on or pause
+                       [0, 1, 0, 0, 0],
+                       [0, 0, 0, 0, 1]], dtype=bool)
+    assert hold_only(accept, names, catalogue).tolist() == [True, False, False, True]
+
+
 def _adapter(catalogue, n_embd=8):
     k = len(catalogue.names)
     return IntentAdapter(list(catalogue.names), np.zeros((k, n_embd)), np.zeros(k), np.zeros(n_embd), np.ones(n_embd),
