@@ -138,7 +138,7 @@ scene-keys: setup
 # intent_adapter_rounds/*.json.gz, the probes of recorded runs) -> the real Reasoner -> hidden states
 # -> fit; writes src/csr_llm_core/csr_llm_core/data/intent_adapter_gemma3_270m.npz (~40 min on 2 cores
 # the first time, features are cached in build/intent_adapter). ADAPTER_ARGS: intent_adapter_build's options.
-# The committed rounds do not reproduce the bundled file yet (README, "Committed rounds").
+# The committed rounds do not reproduce the bundled file yet (README, "The intent adapter"; docs/intent_adapter.md).
 .PHONY: intent-adapter intent-adapter-round
 intent-adapter: setup
 	$(PY) -m csr_llm_core.intent_adapter_build $(ADAPTER_ARGS)
