@@ -56,11 +56,16 @@ class DecisionPrompt:
 
     def shown_running(self, running: str, paused: Optional[PausedTask]) -> str:
         """What {running} names: with `running_shows_paused_task`, the paused task while a pausing
-        intent holds it (a task stays the running task through the pause, as the router resumes it)."""
-        if (self.template.running_shows_paused_task and paused is not None and paused.intent in self.catalogue
-                and running in self.catalogue and self.catalogue.intents[running].pauses_task
-                and not self.catalogue.intents[paused.intent].pauses_task):
+        intent holds it (a task stays the running task through the pause, as the router resumes it);
+        with `bare_pause_shows_nothing`, nothing while a pausing intent holds no task."""
+        intents = self.catalogue.intents
+        if running not in intents or not intents[running].pauses_task:
+            return running
+        holds_task = paused is not None and paused.intent in intents and not intents[paused.intent].pauses_task
+        if holds_task and self.template.running_shows_paused_task:
             return paused.intent
+        if not holds_task and self.template.bare_pause_shows_nothing:
+            return ""
         return running
 
     def running_intent(self, running: str) -> str:

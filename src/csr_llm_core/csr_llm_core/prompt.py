@@ -55,6 +55,9 @@ class PromptTemplate:
     # {running} names the task in progress: while a pausing intent (stop, hold_position, back_off)
     # holds a task, the paused task, not the pause (the model's own last decision, to be copied)
     running_shows_paused_task: bool = False
+    # {running} shows nothing while a pausing intent runs with no task paused: a pause is not a task
+    # (shown by name, the model's own last hold is copied through a new task)
+    bare_pause_shows_nothing: bool = False
 
     @classmethod
     def from_file(cls, path: Union[str, Path]) -> "PromptTemplate":
@@ -79,7 +82,8 @@ class PromptTemplate:
             calibration_state=[str(line) for line in data.get("calibration_state") or []],
             intent_adapter=str(data.get("intent_adapter") or ""),
             paused_format=str(data.get("paused_format", cls.paused_format)),
-            running_shows_paused_task=bool(data.get("running_shows_paused_task", False)))
+            running_shows_paused_task=bool(data.get("running_shows_paused_task", False)),
+            bare_pause_shows_nothing=bool(data.get("bare_pause_shows_nothing", False)))
         for index, example in enumerate(template.examples):
             if "decision" not in example or not ("state" in example or "events" in example):
                 raise ValueError(f"{where}: example {index} needs 'decision' and 'state' or 'events'")
@@ -96,8 +100,11 @@ class PromptTemplate:
 
     def suffix_settings(self) -> dict:
         """What shapes the live question (with the head, what a trained intent adapter was fitted to)."""
-        return {"question": self.question, "recent_events": self.recent_events, "events_header": self.events_header,
-                "paused_format": self.paused_format, "running_shows_paused_task": self.running_shows_paused_task}
+        settings = {"question": self.question, "recent_events": self.recent_events, "events_header": self.events_header,
+                    "paused_format": self.paused_format, "running_shows_paused_task": self.running_shows_paused_task}
+        if self.bare_pause_shows_nothing:     # only when on: adapters fitted before it keep their settings
+            settings["bare_pause_shows_nothing"] = True
+        return settings
 
     def head_text(self, catalogue: IntentCatalogue) -> str:
         lines = [TURN_OPEN + self.robot_description, "",

@@ -106,6 +106,36 @@ def test_the_running_task_names_the_paused_task_through_a_pause(vocab, template,
                                        ).running_shows_paused_task
 
 
+def test_a_pause_holding_no_task_is_shown_as_nothing_running(vocab, template, catalogue):
+    """With bare_pause_shows_nothing, a stop/hold/back_off that holds no task is not the running task
+    (the question says nothing runs, as before any task); one holding a task, or a task, is shown."""
+    import logging
+    from csr_llm_core.catalogue import PausedTask
+    from csr_llm_core.csr_state import Chunk
+    from csr_llm_core.decision_prompt import DecisionPrompt
+    from csr_llm_core.prompt import NOTHING_RUNNING
+    from dataclasses import replace
+    chunks = [Chunk(seq=0, source="events", kind=KIND_EVENT, text="[1.0s] events: task: fetch the tool", tokens=())]
+    pick = PausedTask("pick_object", {"object": "box"})
+    both = DecisionPrompt(catalogue, replace(template, running_shows_paused_task=True, bare_pause_shows_nothing=True),
+                          vocab.control, vocab.plain, logging.getLogger("test"))
+    bare = DecisionPrompt(catalogue, replace(template, bare_pause_shows_nothing=True), vocab.control, vocab.plain,
+                          logging.getLogger("test"))
+    for pause in ("stop", "hold_position", "back_off"):
+        for prompt in (both, bare):
+            assert prompt.inputs(chunks, pause, 0, None)[2] == ""
+            assert prompt.inputs(chunks, pause, 0, PausedTask("back_off"))[2] == ""    # a pause is no task
+            assert prompt.inputs(chunks, pause, 0, PausedTask("fly_away"))[2] == ""
+        assert both.inputs(chunks, pause, 0, pick)[2] == "pick_object"
+        assert bare.inputs(chunks, pause, 0, pick)[2] == pause
+    assert both.inputs(chunks, "move_to", 0, None)[2] == "move_to"
+    text = vocab.llm.detokenize(both.inputs(chunks, "hold_position", 0, None)[0]).decode()
+    assert f"Running task: {NOTHING_RUNNING}." in text
+    loaded = PromptTemplate.from_mapping({"robot_description": "r", "bare_pause_shows_nothing": True})
+    assert loaded.bare_pause_shows_nothing and loaded.suffix_settings()["bare_pause_shows_nothing"] is True
+    assert "bare_pause_shows_nothing" not in template.suffix_settings()   # off: earlier adapters still fit
+
+
 def test_examples_in_the_head_read_like_the_live_question(template, catalogue):
     head = template.head_text(catalogue)
     example = template.examples[2]
