@@ -149,6 +149,8 @@ def main(argv=None) -> int:
     parser.add_argument("--evict-ratio", type=float, default=0.5)
     parser.add_argument("--n-catchup", type=int, default=64)
     parser.add_argument("--rebuild-batch", type=int, default=32)
+    parser.add_argument("--append-threads", type=int, default=ReasonerConfig.append_threads,
+                        help="threads for the primary's appends while the secondary is idle (ReasonerConfig)")
     parser.add_argument("--model-path", default=None)
     add_swa_full_argument(parser)
     parser.add_argument("--config-dir", type=Path, default=Path("config"),
@@ -168,6 +170,7 @@ def main(argv=None) -> int:
         # the shortened prefix after an eviction included
         config = ReasonerConfig(tau_mem=args.tau_mem, evict_ratio=args.evict_ratio, n_catchup=args.n_catchup,
                                 mode=mode, rebuild_batch=args.rebuild_batch, decide_on_cached=mode == "asr",
+                                append_threads=args.append_threads,
                                 reuse_decisions=False)   # every due decision evaluates: its latency is measured
         for engine in engines:
             engine.clear()

@@ -61,9 +61,10 @@ class DecisionPrompt:
         intents = self.catalogue.intents
         if running not in intents or not intents[running].pauses_task:
             return running
-        holds_task = paused is not None and paused.intent in intents and not intents[paused.intent].pauses_task
+        held = paused.intent if paused is not None else ""
+        holds_task = held in intents and not intents[held].pauses_task
         if holds_task and self.template.running_shows_paused_task:
-            return paused.intent
+            return held
         if not holds_task and self.template.bare_pause_shows_nothing:
             return ""
         return running

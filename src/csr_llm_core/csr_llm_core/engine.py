@@ -8,6 +8,7 @@ the prefix, so suffixes never pollute it.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import json
@@ -15,7 +16,7 @@ import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Union
+from typing import Callable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -64,6 +65,7 @@ class LlamaEngine:
                                                           n_batch=n_batch, flash_attn=flash_attn,
                                                           kv_cache_type=kv_cache_type, swa_full=swa_full)
         self.name = name
+        self.n_threads = n_threads
         self.n_ctx = self.llm.n_ctx()
         self.n_batch = n_batch
         self.n_vocab = self.llm.n_vocab()
@@ -166,6 +168,22 @@ class LlamaEngine:
             self.llm._ctx.decode(self.llm._batch)
             self.tokens.extend(piece)
             self._snapshot_kept_prefix()
+
+    @contextlib.contextmanager
+    def threads(self, n: int) -> Iterator[None]:
+        """Evaluate with `n` threads inside the block (appends on a core left idle; no more than the
+        context's own is a no-op), then with the context's own again. llama.cpp's CPU kernels split
+        rows between threads, so the KV cache and logits are bit-identical whatever the count
+        (tested): decisions stay reproducible."""
+        if n <= self.n_threads or self.llm is None or not hasattr(self.llm, "_ctx"):
+            yield
+            return
+        import llama_cpp
+        llama_cpp.llama_set_n_threads(self.llm._ctx.ctx, n, n)
+        try:
+            yield
+        finally:
+            llama_cpp.llama_set_n_threads(self.llm._ctx.ctx, self.n_threads, self.n_threads)
 
     def _pieces(self, tokens: List[int], step: int, by_line: bool) -> List[List[int]]:
         pieces: List[List[int]] = []

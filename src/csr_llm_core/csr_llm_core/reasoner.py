@@ -32,6 +32,7 @@ decision thread; the reconcile thread touches only the secondary engine.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
@@ -91,6 +92,9 @@ class ReasonerConfig:
     # a decision whose inputs (cached tokens, suffix, grounding, context) equal the previous one's
     # returns its result without evaluating (decision_memo.py); False: every decision evaluates
     reuse_decisions: bool = True
+    # threads for a local primary's appends while the secondary is idle (decisions keep n_threads;
+    # results are bit-identical for any count); 1 = off
+    append_threads: int = 1
 
 
 @dataclass
@@ -298,7 +302,8 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
                 held = self._chunk_end(target_len - self.config.max_uncached_tokens, target_len, up=True)
             if held is not None:
                 engine.truncate(held[0])
-                engine.extend(view[len(engine.tokens):held[0]], batch=self.config.rebuild_batch, by_line=True)
+                with self._append_threads(engine):
+                    engine.extend(view[len(engine.tokens):held[0]], batch=self.config.rebuild_batch, by_line=True)
                 self._held_seq = held[1]
                 return
         check = None
@@ -313,9 +318,16 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
                     if preempt():
                         raise _Preempted()
                 last[0] = now
-        engine.extend(view[len(engine.tokens):target_len], batch=self.config.rebuild_batch, by_line=True,
-                      before_batch=check)
+        with self._append_threads(engine):
+            engine.extend(view[len(engine.tokens):target_len], batch=self.config.rebuild_batch, by_line=True,
+                          before_batch=check)
         self._held_seq = last_seq
+
+    def _append_threads(self, engine):
+        """`append_threads` for this append when no rebuild or warm-up holds the secondary's core."""
+        busy = (self._reconciling and self._ready is None) or (self._warm_thread and self._warm_thread.is_alive())
+        threads = getattr(engine, "threads", None)     # a server has none
+        return contextlib.nullcontext() if busy or threads is None else threads(self.config.append_threads)
 
     def _chunk_end(self, pos: int, view_len: int, up: bool) -> Optional[Tuple[int, int]]:
         """(view position, seq) of the chunk end nearest `pos` at or below it (`up`: at or above it);

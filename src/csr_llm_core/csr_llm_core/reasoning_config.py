@@ -69,7 +69,17 @@ class ReasoningNodeConfig:
             raise ValueError(f"fallback must be one of {FALLBACKS}, got {self.fallback!r}")
         if self.status_hz <= 0 or self.decision_hz < 0:
             raise ValueError("status_hz must be > 0 and decision_hz >= 0")
+        if self.reasoner.append_threads < 1:
+            raise ValueError(f"append_threads must be >= 1, got {self.reasoner.append_threads}")
         return self
+
+    def clamp_append_threads(self, cpus: int) -> str:
+        """append_threads within the CPUs this process may run on; the log line when it was cut."""
+        wanted, allowed = self.reasoner.append_threads, max(1, cpus)
+        if wanted <= allowed:
+            return ""
+        self.reasoner.append_threads = allowed
+        return f"append_threads {wanted} > the {allowed} CPU(s) this node may run on: {allowed}"
 
     @property
     def context_size(self) -> int:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 import threading
 import time
@@ -61,6 +62,9 @@ class ReasoningNode(Node):
         placed = pin_threads(cfg.cpu_affinity)   # before llama.cpp starts its threads: they inherit it
         if placed:
             log.info(placed)
+        clamped = cfg.clamp_append_threads(len(os.sched_getaffinity(0)))
+        if clamped:
+            log.warning(clamped)
         model_path = expand_path(cfg.model_path)
         session = new_session_id()
         archive_path = str(cfg.archive_file(session))

@@ -391,3 +391,42 @@ def test_a_decision_due_during_an_append_starts_within_one_batch(engines, catalo
         assert decision.prefix_tokens == len(reasoner.state.tokens()) and decision.last_chunk_seq == 11
     finally:
         reasoner.close()
+
+
+def test_appends_use_the_idle_core_and_decide_bit_identically(engines, catalogue, template, tmp_path):
+    """append_threads: the primary appends with that many threads while nothing runs on the
+    secondary, with its own count while a rebuild does; the cache and decisions are bit-identical
+    to one-thread appends (llama.cpp splits rows between threads), and decisions keep one thread."""
+    import llama_cpp
+    counts = {}
+    for threads in (1, 2):
+        for engine in engines:
+            engine.clear()
+        reasoner = make(engines, catalogue, template, tmp_path / f"t{threads}", tau_mem=2048, append_threads=threads)
+        used = []
+        primary = reasoner.primary
+        real = primary.threads
+
+        def spy(n, real=real, used=used):
+            used.append(n)
+            return real(n)
+        primary.threads = spy
+        try:
+            reasoner.pump()
+            feed(reasoner, range(6))
+            reasoner.pump()
+            assert llama_cpp.llama_n_threads(primary.llm._ctx.ctx) == 1      # restored after the append
+            decision = reasoner.decide(running="open_door")
+            counts[threads] = (used, decision.result.tokens, primary.logits_after(primary.tokenize_plain("state")))
+            reasoner._reconciling, reasoner._ready = True, None      # a rebuild holds the other core
+            feed(reasoner, [6])
+            busy_before = len(used)
+            reasoner.pump()
+            assert len(used) == busy_before                          # its own thread count then
+        finally:
+            reasoner._reconciling = False
+            del primary.threads
+            reasoner.close()
+    assert set(counts[1][0]) == {1} and set(counts[2][0]) == {2}
+    assert counts[1][1] == counts[2][1]
+    assert (counts[1][2] == counts[2][2]).all()

@@ -91,6 +91,7 @@ def test_a_node_declares_its_parameters_from_a_dataclass():
     from rclpy.parameter import Parameter
 
     from csr_llm_core.reasoning_config import ReasoningNodeConfig
+    from csr_llm_core.reasoner import ReasonerConfig
     from csr_llm_core.ros.params import declare_dataclass, parameter_values
 
     context = Context()
@@ -106,6 +107,14 @@ def test_a_node_declares_its_parameters_from_a_dataclass():
         bad = Node("config_probe_bad", context=context, parameter_overrides=[Parameter("tau_mem", value="big")])
         with pytest.raises(ValueError, match="tau_mem"):
             declare_dataclass(bad, ReasoningNodeConfig())
+        eight = Node("config_probe_threads", context=context,
+                     parameter_overrides=[Parameter("append_threads", value=8)])
+        threads = declare_dataclass(eight, ReasoningNodeConfig()).validated()
+        eight.destroy_node()
+        assert threads.clamp_append_threads(2) and threads.reasoner.append_threads == 2     # what the CPUs allow
+        assert not threads.clamp_append_threads(2) and threads.reasoner.append_threads == 2
+        with pytest.raises(ValueError, match="append_threads"):
+            ReasoningNodeConfig(reasoner=ReasonerConfig(append_threads=0)).validated()
         node.destroy_node()
         bad.destroy_node()
     finally:
