@@ -175,7 +175,7 @@ class LlamaEngine:
         context's own is a no-op), then with the context's own again. llama.cpp's CPU kernels split
         rows between threads, so the KV cache and logits are bit-identical whatever the count
         (tested): decisions stay reproducible."""
-        if n <= self.n_threads or self.llm is None or not hasattr(self.llm, "_ctx"):
+        if n <= self.n_threads or not hasattr(self.llm, "_ctx"):     # a stand-in llm has no context
             yield
             return
         import llama_cpp

@@ -7,7 +7,8 @@ is a cache of a *view* of it: a token list it must hold.
   its KV cache, so a decision evaluates only the suffix. With `decide_on_cached` a decision never
   waits for an append: `pump(preempt)` stops at the next `rebuild_batch` boundary once `preempt()`
   says a decision is due, and the decision runs on the whole chunks the primary already holds (the
-  newer ones reach it through the suffix's newest events; the next pump appends them).
+  newer ones reach it through the suffix's newest events; the next pump appends them); that part
+  is reasoner_append.py's.
 * When the prefix reaches `tau_mem`, the oldest chunks are evicted (archived, version k+1). In ASR
   mode a background thread warms the secondary on the shortened state, in small batches that pause
   while a decision is in flight (decisions have priority); chunks that arrive meanwhile go to the
@@ -32,14 +33,13 @@ decision thread; the reconcile thread touches only the secondary engine.
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Union
 
 from .archive_recall import ArchiveRecall, archive_header
 from .backend import BackendUnavailable, DecisionRefused, NoResourceAvailable, ReasoningBackend
@@ -51,6 +51,7 @@ from .engine import DecodeResult
 from .failover import FailoverMixin, ResourceHealth
 from .grammar import DecisionGrammar
 from .prompt import PromptTemplate, chunk_line
+from .reasoner_append import PrimaryAppendMixin
 from .reasoner_asr import AsrRebuildMixin
 from .reasoner_restart import WarmRestartMixin
 
@@ -109,11 +110,7 @@ class Decision:
     reused: bool = False             # the previous decision's result: its inputs were unchanged
 
 
-class _Preempted(Exception):
-    """A decision is due: the append in progress stops at this batch boundary."""
-
-
-class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
+class Reasoner(PrimaryAppendMixin, AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
     def __init__(self, engines: Sequence[ReasoningBackend], catalogue: IntentCatalogue, template: PromptTemplate,
                  config: Optional[ReasonerConfig] = None, archive_path: Union[str, Path, None] = None,
                  logger: Optional[logging.Logger] = None, fallback: Optional[ReasoningBackend] = None,
@@ -274,117 +271,6 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
         self._view_epoch = next(_VIEW_EPOCHS)
 
     # --- decision thread -------------------------------------------------------------------
-    def _sync_primary(self, deciding: bool = False, preempt: Optional[Callable[[], bool]] = None) -> None:
-        """Bring the primary's cache to its view (a decision: to the whole chunks it holds, when it
-        may decide on those; `_held_seq` = the newest of them). `_Preempted` when `preempt()`
-        turns true before a batch."""
-        self._check_resources()
-        self._maybe_swap(deciding)
-        with self._lock:
-            view = self._primary_view
-            epoch = self._view_epoch        # read with the view: another thread may replace both
-            target_len = len(view)
-            last_seq = self._primary_last_seq
-            fits = target_len + self.config.suffix_reserve <= self.primary.n_ctx
-        if not fits:
-            view, target_len, epoch = self._resolve_overflow()
-            last_seq = self._primary_last_seq
-        engine = self.primary
-        if engine.view_epoch != epoch or len(engine.tokens) > target_len:     # the view was replaced
-            engine.truncate(_common_prefix(engine.tokens, view, target_len))
-            engine.view_epoch = epoch
-        if deciding and len(engine.tokens) < target_len and self.config.decide_on_cached \
-                and self.config.swap_after_decisions == 0:
-            # the whole chunks held; if that leaves more than max_uncached_tokens behind, the fewest
-            # whole chunks more that do not (a partly appended chunk is appended again after it)
-            held = self._chunk_end(len(engine.tokens), target_len, up=False)
-            if held is None or target_len - held[0] > self.config.max_uncached_tokens:
-                held = self._chunk_end(target_len - self.config.max_uncached_tokens, target_len, up=True)
-            if held is not None:
-                engine.truncate(held[0])
-                with self._append_threads(engine):
-                    engine.extend(view[len(engine.tokens):held[0]], batch=self.config.rebuild_batch, by_line=True)
-                self._held_seq = held[1]
-                return
-        check = None
-        if preempt is not None:
-            batches = itertools.count()
-            last = [time.perf_counter()]
-
-            def check() -> None:     # one batch at least per pump: appends progress under any decision load
-                now = time.perf_counter()
-                if next(batches) > 0:
-                    self.append_batch_s += 0.3 * (now - last[0] - self.append_batch_s)
-                    if preempt():
-                        raise _Preempted()
-                last[0] = now
-        with self._append_threads(engine):
-            engine.extend(view[len(engine.tokens):target_len], batch=self.config.rebuild_batch, by_line=True,
-                          before_batch=check)
-        self._held_seq = last_seq
-
-    def _append_threads(self, engine):
-        """`append_threads` for this append when no rebuild or warm-up holds the secondary's core."""
-        busy = (self._reconciling and self._ready is None) or (self._warm_thread and self._warm_thread.is_alive())
-        threads = getattr(engine, "threads", None)     # a server has none
-        return contextlib.nullcontext() if busy or threads is None else threads(self.config.append_threads)
-
-    def _chunk_end(self, pos: int, view_len: int, up: bool) -> Optional[Tuple[int, int]]:
-        """(view position, seq) of the chunk end nearest `pos` at or below it (`up`: at or above it);
-        None when there is none among the live chunks. The view's newest chunks are the logical
-        state's newest chunks (both are appended together)."""
-        with self._lock:
-            chunks = self.state.chunks
-            if not chunks:
-                return None
-            end, best = view_len, None
-            for i in range(len(chunks) - 1, -2, -1):        # chunks[i] ends at `end`; -1: the oldest starts there
-                seq = chunks[i].seq if i >= 0 else chunks[0].seq - 1
-                if end <= pos:
-                    return (end, seq) if not up or end == pos or best is None else best
-                best = (end, seq)
-                if i >= 0:
-                    end -= chunks[i].n_tokens
-            return best if up else None
-
-    def pump(self, preempt: Optional[Callable[[], bool]] = None) -> bool:
-        """Append pending chunk tokens to the primary's KV cache (call between decisions); False
-        when `preempt()` (asked before each `rebuild_batch` tokens) stopped it for a due decision.
-
-        Appending is not latency-critical, so the background rebuild keeps running meanwhile (on
-        its own core); it pauses only while a decision is in flight.
-        """
-        with self._engine_lock:
-            self._append_untokenized()
-            while True:
-                serving = self.primary
-                try:
-                    self._sync_primary(preempt=preempt)
-                    return True
-                except _Preempted:
-                    self.preempted_pumps += 1
-                    return False
-                except BackendUnavailable as err:
-                    try:
-                        self._fail_over(serving, err)
-                    except NoResourceAvailable:
-                        return True   # nothing can hold the prefix now; the logical state keeps every chunk
-
-    def pump_should_stop(self, seconds_to_due: float) -> bool:
-        """For `pump(preempt)` callers with a schedule: stop when the next batch would run into the
-        due time, unless the cache is half of `max_uncached_tokens` behind (then only once it is
-        due: a decision may wait one batch, rather than append a backlog itself later)."""
-        if seconds_to_due <= 0:
-            return True
-        return seconds_to_due < self.append_batch_s and self.uncached_tokens < self.config.max_uncached_tokens // 2
-
-    @property
-    def uncached_tokens(self) -> int:
-        """Tokens of the primary's view its cache does not hold yet (what `pump` would append)."""
-        with self._lock:
-            behind = len(self._primary_view) - len(self.primary.tokens)
-            return behind if self.primary.view_epoch == self._view_epoch else len(self._primary_view)
-
     def decide(self, running: str = "", interrupts: int = 0, paused: Optional[PausedTask] = None) -> Decision:
         """A decision on the current state; NoResourceAvailable when every resource is down,
         DecisionRefused when the serving resource answered with something not catalogued."""
@@ -445,11 +331,3 @@ class Reasoner(AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
                     "untokenized_chunks": len(self._untokenized), "preempted_pumps": self.preempted_pumps,
                     "overflow_stalls": self.overflow_stalls, "reused_decisions": self.memo.reused}
 
-
-def _common_prefix(held: Sequence[int], view: Sequence[int], limit: int) -> int:
-    """Length of the longest common prefix of `held` and `view[:limit]`."""
-    limit = min(len(held), limit)
-    common = 0
-    while common < limit and held[common] == view[common]:
-        common += 1
-    return common
