@@ -210,7 +210,8 @@ def test_profile_parameters_merge_files_then_inline_then_overrides():
     reasoning = profile.node("reasoning")
     assert reasoning.parameters["tau_mem"] == 1234                   # override beats inline 2048
     assert reasoning.parameters["rebuild_batch"] == 32               # from config/reasoning.yaml
-    assert reasoning.parameters["rebuild_pause"] is False            # inline in the profile
+    assert reasoning.parameters["append_threads"] == 2               # inline in the profile
+    assert reasoning.parameters["rebuild_pause"] is False            # from config/reasoning.yaml
     # *_file parameters name files next to the profile, resolved to absolute paths
     assert reasoning.parameters["intents_file"] == str(profile.path.parent / "intents.yaml")
     assert "evict_ratio" not in reasoning.parameters                 # the code default applies

@@ -151,6 +151,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rebuild-batch", type=int, default=32)
     parser.add_argument("--append-threads", type=int, default=ReasonerConfig.append_threads,
                         help="threads for the primary's appends while the secondary is idle (ReasonerConfig)")
+    parser.add_argument("--rebuild-pause", type=int, choices=(0, 1), default=0,
+                        help="0 (config/reasoning.yaml): the rebuild runs beside the primary's decisions on the "
+                             "other core; 1 (ReasonerConfig's default): it pauses while one runs")
     parser.add_argument("--model-path", default=None)
     add_swa_full_argument(parser)
     parser.add_argument("--config-dir", type=Path, default=Path("config"),
@@ -171,6 +174,7 @@ def main(argv=None) -> int:
         config = ReasonerConfig(tau_mem=args.tau_mem, evict_ratio=args.evict_ratio, n_catchup=args.n_catchup,
                                 mode=mode, rebuild_batch=args.rebuild_batch, decide_on_cached=mode == "asr",
                                 append_threads=args.append_threads,
+                                rebuild_pause=bool(args.rebuild_pause),
                                 reuse_decisions=False)   # every due decision evaluates: its latency is measured
         for engine in engines:
             engine.clear()

@@ -81,6 +81,18 @@ class ReasoningNodeConfig:
         self.reasoner.append_threads = allowed
         return f"append_threads {wanted} > the {allowed} CPU(s) this node may run on: {allowed}"
 
+    def pause_rebuild_without_a_core(self, cpus: int, remote: Dict[str, RemoteResource]) -> str:
+        """rebuild_pause off runs R2's rebuild beside R1's decisions on its own core(s); with fewer
+        CPUs than both embedded contexts' threads it would slow every decision in a rebuild
+        window instead: pause it then. The log line when it was set."""
+        embedded = [name for name in resource_names(self.reasoner.mode) if not getattr(remote.get(name), "url", "")]
+        needed = self.n_threads_primary + self.n_threads_secondary
+        if self.reasoner.rebuild_pause or len(embedded) < 2 or cpus >= needed:
+            return ""
+        self.reasoner.rebuild_pause = True
+        return (f"rebuild_pause false needs {needed} CPUs for R1 and R2, this node may run on {cpus}: "
+                "the rebuild pauses while R1 decides")
+
     @property
     def context_size(self) -> int:
         return self.n_ctx or int(self.reasoner.tau_mem * 1.5) + 256

@@ -62,9 +62,10 @@ class ReasoningNode(Node):
         placed = pin_threads(cfg.cpu_affinity)   # before llama.cpp starts its threads: they inherit it
         if placed:
             log.info(placed)
-        clamped = cfg.clamp_append_threads(len(os.sched_getaffinity(0)))
-        if clamped:
-            log.warning(clamped)
+        cpus = len(os.sched_getaffinity(0))
+        for clamped in (cfg.clamp_append_threads(cpus), cfg.pause_rebuild_without_a_core(cpus, remote)):
+            if clamped:
+                log.warning(clamped)
         model_path = expand_path(cfg.model_path)
         session = new_session_id()
         archive_path = str(cfg.archive_file(session))

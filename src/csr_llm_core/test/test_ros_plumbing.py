@@ -90,6 +90,7 @@ def test_a_node_declares_its_parameters_from_a_dataclass():
     from rclpy.node import Node
     from rclpy.parameter import Parameter
 
+    from csr_llm_core.http_backend import RemoteResource
     from csr_llm_core.reasoning_config import ReasoningNodeConfig
     from csr_llm_core.reasoner import ReasonerConfig
     from csr_llm_core.ros.params import declare_dataclass, parameter_values
@@ -115,6 +116,13 @@ def test_a_node_declares_its_parameters_from_a_dataclass():
         assert not threads.clamp_append_threads(2) and threads.reasoner.append_threads == 2
         with pytest.raises(ValueError, match="append_threads"):
             ReasoningNodeConfig(reasoner=ReasonerConfig(append_threads=0)).validated()
+        # rebuild_pause false: R2's rebuild needs a core of its own beside R1's
+        beside = ReasoningNodeConfig(reasoner=ReasonerConfig(rebuild_pause=False))
+        assert not beside.pause_rebuild_without_a_core(2, {}) and not beside.reasoner.rebuild_pause
+        assert "needs 2 CPUs" in beside.pause_rebuild_without_a_core(1, {}) and beside.reasoner.rebuild_pause
+        served = ReasoningNodeConfig(reasoner=ReasonerConfig(rebuild_pause=False))     # R2 on a server
+        assert not served.pause_rebuild_without_a_core(1, {"R2": RemoteResource(url="http://127.0.0.1:8080")})
+        assert not served.reasoner.rebuild_pause
         node.destroy_node()
         bad.destroy_node()
     finally:
