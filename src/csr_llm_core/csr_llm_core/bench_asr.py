@@ -112,6 +112,31 @@ def cycles(samples: list, evictions: list, swaps: list, elapsed: float) -> list:
     return rows
 
 
+def rebuild_windows(samples: list, evictions: list, swaps: list) -> dict:
+    """Decisions due inside a rebuild window (eviction -> its swap) against the others: where the
+    tail sits, and what it is made of (waiting for an append batch, catching up before deciding)."""
+    def inside(t: float) -> bool:
+        for evicted in evictions:
+            swapped = next((s for s in swaps if s > evicted), None)
+            if swapped is not None and evicted <= t < swapped:
+                return True
+        return False
+
+    def stats(rows: list) -> dict:
+        if not rows:
+            return {"decisions": 0}
+        column = {k: np.array([r[k] for r in rows]) for k in ("latency_ms", "ttft_ms", "wait_ms", "catchup_ms")}
+        return {"decisions": len(rows), "share": round(len(rows) / len(samples), 3),
+                "p50_ms": round(float(np.percentile(column["latency_ms"], 50)), 1),
+                "p99_ms": round(float(np.percentile(column["latency_ms"], 99)), 1),
+                "ttft_p50_ms": round(float(np.percentile(column["ttft_ms"], 50)), 1),
+                "wait_p50_ms": round(float(np.percentile(column["wait_ms"], 50)), 1),
+                "wait_p90_ms": round(float(np.percentile(column["wait_ms"], 90)), 1),
+                "catchups_over_50_ms": int((column["catchup_ms"] > 50).sum())}
+    return {"inside": stats([r for r in samples if inside(r["t"])]),
+            "outside": stats([r for r in samples if not inside(r["t"])])}
+
+
 def plot(results: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -196,7 +221,8 @@ def main(argv=None) -> int:
     keys = ("p50_ms", "p99_ms", "max_ms", "decisions_per_s", "ttft_p50_ms", "ttft_p99_ms", "ttft_max_ms",
             "overflow_stalls", "preempted_pumps", "chunks", "chunks_behind_p50", "chunks_behind_max")
     swapped = [c for c in asr["cycles"] if c["swapped_at"] is not None]
-    summary = {"asr": {k: asr[k] for k in keys + ("swaps",)},
+    windows = rebuild_windows(asr["samples"], asr["eviction_marks"], asr["swap_marks"])
+    summary = {"asr": dict({k: asr[k] for k in keys + ("swaps",)}, rebuild_windows=windows),
                "sync": {k: sync[k] for k in keys},
                "evictions": asr["evictions"], "sync_evictions": sync["evictions"],
                "goals": {"asr_p99_le_2x_p50": asr["p99_ms"] <= 2 * asr["p50_ms"],
@@ -221,6 +247,11 @@ def main(argv=None) -> int:
     print("staleness: chunks added but not in a decision's cached prefix (their events are in its suffix): "
           + ", ".join(f"{m} p50 {results[m]['chunks_behind_p50']:.0f} max {results[m]['chunks_behind_max']}"
                       for m in results))
+    for where, w in windows.items():
+        if w["decisions"]:
+            print(f"asr decisions {where} rebuild windows: {w['share']:.0%}, p50 / p99 {w['p50_ms']:.0f} / "
+                  f"{w['p99_ms']:.0f} ms, ttft p50 {w['ttft_p50_ms']:.0f} ms, waiting for an append p50 / p90 "
+                  f"{w['wait_p50_ms']:.0f} / {w['wait_p90_ms']:.0f} ms, catch-ups > 50 ms {w['catchups_over_50_ms']}")
     rebuilds = [c["rebuild_s"] for c in swapped]
     print(f"asr cycles swapped: {len(swapped)} of {len(asr['cycles'])}; rebuild (eviction -> swap) "
           + (f"median {np.median(rebuilds):.1f} s, max {max(rebuilds):.1f} s" if rebuilds else "none"))
