@@ -113,12 +113,13 @@ def cycles(samples: list, evictions: list, swaps: list, elapsed: float) -> list:
 
 
 def rebuild_windows(samples: list, evictions: list, swaps: list) -> dict:
-    """Decisions due inside a rebuild window (eviction -> its swap) against the others: where the
-    tail sits, and what it is made of (waiting for an append batch, catching up before deciding)."""
+    """Decisions due inside a rebuild window (eviction -> its swap, or the end of the run when none
+    came) against the others: where the tail sits, and what it is made of (waiting for an append
+    batch, catching up before deciding)."""
     def inside(t: float) -> bool:
         for evicted in evictions:
-            swapped = next((s for s in swaps if s > evicted), None)
-            if swapped is not None and evicted <= t < swapped:
+            swapped = next((s for s in swaps if s > evicted), float("inf"))
+            if evicted <= t < swapped:
                 return True
         return False
 
