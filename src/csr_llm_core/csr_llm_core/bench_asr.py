@@ -112,16 +112,14 @@ def cycles(samples: list, evictions: list, swaps: list, elapsed: float) -> list:
     return rows
 
 
-def rebuild_windows(samples: list, evictions: list, swaps: list) -> dict:
-    """Decisions due inside a rebuild window (eviction -> its swap, or the end of the run when none
-    came) against the others: where the tail sits, and what it is made of (waiting for an append
-    batch, catching up before deciding)."""
+def rebuild_windows(samples: list, cycle_rows: list) -> dict:
+    """Decisions due inside a rebuild window (a `cycles` row's eviction -> its swap, or the end of
+    the run when none came) against the others: where the tail sits, and what it is made of
+    (waiting for an append batch, catching up before deciding)."""
+    spans = [(c["evicted_at"], float("inf") if c["swapped_at"] is None else c["swapped_at"]) for c in cycle_rows]
+
     def inside(t: float) -> bool:
-        for evicted in evictions:
-            swapped = next((s for s in swaps if s > evicted), float("inf"))
-            if evicted <= t < swapped:
-                return True
-        return False
+        return any(evicted <= t < swapped for evicted, swapped in spans)
 
     def stats(rows: list) -> dict:
         if not rows:
@@ -222,7 +220,7 @@ def main(argv=None) -> int:
     keys = ("p50_ms", "p99_ms", "max_ms", "decisions_per_s", "ttft_p50_ms", "ttft_p99_ms", "ttft_max_ms",
             "overflow_stalls", "preempted_pumps", "chunks", "chunks_behind_p50", "chunks_behind_max")
     swapped = [c for c in asr["cycles"] if c["swapped_at"] is not None]
-    windows = rebuild_windows(asr["samples"], asr["eviction_marks"], asr["swap_marks"])
+    windows = rebuild_windows(asr["samples"], asr["cycles"])
     summary = {"asr": dict({k: asr[k] for k in keys + ("swaps",)}, rebuild_windows=windows),
                "sync": {k: sync[k] for k in keys},
                "evictions": asr["evictions"], "sync_evictions": sync["evictions"],
