@@ -202,12 +202,18 @@ class SegmentPlanner:
         k = min(max(k, 0), tpl.n_grid - 1)
         return tpl.B[k] @ anchored, tpl.dB[k] @ anchored
 
+    def blend_time_for(self, e0: np.ndarray) -> float:
+        """The blend time for a position offset e0: ``blend_time``, stretched where the blend's own
+        peak speed (1.5 |e0| / Tb, at mid-blend) would exceed a joint's velocity limit."""
+        return max(self.blend_time, 1.5 * float(np.max(np.abs(e0) / self.v_max)))
+
     def plan(self, tpl: Template, anchored: np.ndarray, k0: int, t_offset: float,
-             e0: np.ndarray, ev0: np.ndarray) -> None:
+             e0: np.ndarray, ev0: np.ndarray, blend_time: Optional[float] = None) -> None:
         """Fill pos/vel for template rows k0..k0+samples plus the running blend.
 
         t_offset: time of this segment's first sample since the blend started; e0/ev0: the blend's
-        initial position and velocity offsets from the template.
+        initial position and velocity offsets from the template; blend_time: the running blend's
+        duration (default ``self.blend_time``).
         """
         rows = np.minimum(np.arange(k0, k0 + self.samples + 1), tpl.n_grid - 1)
         pos = self.pos
@@ -216,7 +222,7 @@ class SegmentPlanner:
         np.matmul(tpl.dB[rows], anchored, out=vel)
         if k0 + self.samples >= tpl.n_grid:
             vel[rows == tpl.n_grid - 1] = 0.0  # held after the end
-        Tb = self.blend_time
+        Tb = self.blend_time if blend_time is None else max(float(blend_time), self.ds)
         u = np.clip((self._s + t_offset) / Tb, 0.0, 1.0)
         if u[0] < 1.0:
             h00, h10, dh00, dh10 = self._hermite(u)

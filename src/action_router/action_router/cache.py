@@ -150,6 +150,7 @@ class BehaviourLayer:
         self.seg_t0 = 0.0          # time of the segment's first sample
         self.seg_k0 = 0            # template grid row of the segment's first sample
         self.blend_t0 = 0.0
+        self.blend_time = 0.0      # the running blend's duration (set by each re-plan)
         self.e0 = np.zeros(n_joints)
         self.ev0 = np.zeros(n_joints)
         self.hits = 0

@@ -110,7 +110,7 @@ class Level2:
             # chain the next segment: exact junction with the previous one
             bl.seg_t0 += pl.horizon
             bl.seg_k0 += pl.samples
-            pl.plan(tpl, anchored, bl.seg_k0, bl.seg_t0 - bl.blend_t0, bl.e0, bl.ev0)
+            pl.plan(tpl, anchored, bl.seg_k0, bl.seg_t0 - bl.blend_t0, bl.e0, bl.ev0, bl.blend_time)
         else:
             self._replan_from_state(now, tau, tpl, anchored, q, qd)
         k = int((look - bl.seg_t0) / pl.ds)
@@ -146,9 +146,10 @@ class Level2:
         np.subtract(q, p0, out=bl.e0)
         np.subtract(qd, v0, out=bl.ev0)
         bl.blend_t0 = now
+        bl.blend_time = pl.blend_time_for(bl.e0)
         bl.seg_t0 = now
         bl.seg_k0 = k0
-        pl.plan(tpl, anchored, k0, 0.0, bl.e0, bl.ev0)
+        pl.plan(tpl, anchored, k0, 0.0, bl.e0, bl.ev0, bl.blend_time)
         bl.valid = True
 
     def _plan_stateless(self, now: float, tau: float, frame: Frame, st: SubTask, anchored: np.ndarray,

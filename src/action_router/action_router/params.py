@@ -78,7 +78,10 @@ DEFAULTS: Dict[str, Any] = {
     "error_filter_time_constant": 0.002,
     "horizon_s": 0.05,
     "samples": 100,
-    "blend_s": 0.3,
+    # s: a re-plan's Hermite blend from the measured state back onto the template, stretched where the
+    # blend alone would pass a joint's velocity_max; 0.15 (was 0.3): bench-router tracks as closely as
+    # the per-frame baseline at gains x1.5 with half its jitter (docs/architecture.md)
+    "blend_s": 0.15,
     "replan_error": 0.5,                 # rad: re-plan from the measured state above this error
     "settle_tolerance": 0.03,            # rad: a trajectory sub-task is done when settled this close
     "idle_hold": True,                   # after a task completes, hold the pose (else zero effort)

@@ -98,3 +98,30 @@ def test_hold_template_and_bad_specs():
         make_template("x", {"duration": 1.0, "control_points": {"a": [0, 1], "b": [0, 1, 2]}}, JOINTS, 0.05, 100)
     with pytest.raises(ValueError):
         make_template("x", {"mode": "sideways"}, JOINTS, 0.05, 100)
+
+
+def test_a_blend_is_stretched_so_that_it_alone_stays_within_the_velocity_limit():
+    vmax = np.array([1.0, 2.0, 1.0])
+    pl = SegmentPlanner(3, horizon=0.05, samples=100, blend_time=0.15, v_max=vmax)
+    assert pl.blend_time_for(np.array([0.01, -0.02, 0.0])) == pytest.approx(0.15)      # small offsets: as set
+    e0 = np.array([0.2, -0.8, 0.1])                           # joint b: 1.5 * 0.8 / 2.0 = 0.6 s
+    assert pl.blend_time_for(e0) == pytest.approx(0.6)
+    # on a standing template the blend is the whole motion: at mid-blend it reaches the limit, and the
+    # positions move as the velocities say; unstretched, the clip to the limit would leave the
+    # positions running ahead of the velocities
+    still = make_template("t", {"mode": "absolute", "duration": 1.0,
+                                "control_points": {j: [0.0, 0.0] for j in JOINTS}}, JOINTS, 0.05, 100)
+    anchored = still.anchor(np.zeros(3))
+
+    def worst(tb):
+        peak, mismatch = np.zeros(3), 0.0
+        for seg in range(int(tb / 0.05) + 1):
+            pl.plan(still, anchored, 100 * seg, 0.05 * seg, e0, np.zeros(3), tb)
+            peak = np.maximum(peak, np.abs(pl.vel).max(axis=0))
+            mean_vel = (pl.vel[1:] + pl.vel[:-1]) / 2
+            mismatch = max(mismatch, float(np.abs(np.diff(pl.pos, axis=0) / pl.ds - mean_vel).max()))
+        return peak, mismatch
+
+    peak, mismatch = worst(pl.blend_time_for(e0))
+    assert peak[1] == pytest.approx(2.0, rel=1e-3) and mismatch < 0.01
+    assert worst(0.15)[1] > 1.0

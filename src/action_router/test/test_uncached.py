@@ -5,6 +5,7 @@ frame's measured state to the template at tau + horizon and the frame's ticks fo
 of a previous frame's plan is reused.
 """
 import numpy as np
+import pytest
 
 from action_router.bspline import SegmentPlanner
 from router_rig import Rig
@@ -115,3 +116,19 @@ def test_bench_scales_the_cached_gains_until_the_baselines_tracking_is_matched()
     assert loose["jitter_reduction"] == 1.0 - loose["jitter"]
     never = at_matched_tracking(3000, {"tracking_rms": 0.0, "jitter": 1.0}, scales=(1.5, 2.0), log=lambda _: None)
     assert not never["matched"] and [row["gain_scale"] for row in never["tried"]] == [1.5, 2.0]
+
+
+def test_the_jitter_at_equal_tracking_is_interpolated_between_the_runs_around_it():
+    from action_router.bench import at_matched_tracking, run_closed_loop
+    run = run_closed_loop(3000, True, gain_scale=1.5)          # seeded: the run the search makes
+    before = {"tracking_rms": run["tracking_rms"] + 0.004, "jitter": run["jitter"] / 2}
+    target = {"tracking_rms": run["tracking_rms"] + 0.001, "jitter": 4 * run["jitter"]}   # a quarter of the way
+    out = at_matched_tracking(3000, target, scales=(1.5,), log=lambda _: None, cached=before)
+    inter = out["interpolated"]
+    assert out["matched"] and out["jitter"] == run["jitter"]
+    assert inter["gain_scale"] == pytest.approx(1.0 + 0.75 * 0.5)
+    assert inter["jitter"] == pytest.approx(run["jitter"] / 2 + 0.75 * run["jitter"] / 2)
+    assert inter["jitter_reduction"] == pytest.approx(1.0 - inter["jitter"] / target["jitter"])
+    # the run at the shipped gains already tracks as closely: nothing to interpolate
+    assert at_matched_tracking(3000, target, scales=(1.5,), log=lambda _: None,
+                               cached=dict(before, tracking_rms=0.0))["interpolated"] is None
