@@ -298,11 +298,16 @@ def score_decisions(changes: Iterable[ExpectationChange], decisions: Iterable[De
         if change.expectation is not None:
             end = timeline[i + 1].time if i + 1 < len(timeline) else end_time
             windows.append((change.time, end, change))
+    # a decision stamped at a change's own instant may or may not have seen it (the event's own
+    # decision and a periodic one share that stamp): it is scored against neither expectation
+    instants = [c.time for c in timeline]
     first_match: Dict[int, float] = {}
     scored = []
     for d in sorted(decisions, key=lambda d: d.time):
         verdict, event_id = UNSCORED, ""
         for k, (start, end, change) in enumerate(windows):
+            if any(abs(d.time - t) <= 1e-9 for t in instants):
+                break
             if start < d.time <= end:
                 assert change.expectation is not None
                 ok = change.expectation.matches(d.intent, d.arguments)

@@ -160,3 +160,13 @@ def test_chance_of_a_uniformly_random_decision(catalogue):
                               "args": {"move_to.zone": "corridor", "move_to.speed": {"max": 0.2}}}, catalogue)
     # speed uniform in 0.05..0.5: 0.15 of 0.45 is at most 0.2
     assert chance_of_match(slow, catalogue) == pytest.approx(1 / n * (1 / 3) * (0.15 / 0.45) + 1 / n)
+
+
+def test_a_decision_stamped_at_a_changes_instant_is_scored_against_neither_window():
+    # the event's own decision (it saw the event) and a periodic one (it did not) share the stamp
+    changes = [_change(1.0, "task", ["move_to"]), _change(4.0, "person", ["stop"]), _change(6.0, "done", "none")]
+    score = score_decisions(changes, _decisions((3.5, "move_to", None), (4.0, "move_to", None), (4.0, "stop", None),
+                                                (4.5, "stop", None), (6.0, "stop", None)), end_time=8.0)
+    assert [d.verdict for d in score.decisions] == [MATCH, UNSCORED, UNSCORED, MATCH, UNSCORED]
+    assert [(r.event_id, r.reaction_s) for r in score.reactions] == [("task", pytest.approx(2.5)),
+                                                                    ("person", pytest.approx(0.5))]
