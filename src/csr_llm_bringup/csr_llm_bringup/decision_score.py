@@ -305,9 +305,8 @@ def score_decisions(changes: Iterable[ExpectationChange], decisions: Iterable[De
     scored = []
     for d in sorted(decisions, key=lambda d: d.time):
         verdict, event_id = UNSCORED, ""
-        for k, (start, end, change) in enumerate(windows):
-            if any(abs(d.time - t) <= 1e-9 for t in instants):
-                break
+        at_a_change = any(abs(d.time - t) <= 1e-9 for t in instants)
+        for k, (start, end, change) in enumerate([] if at_a_change else windows):
             if start < d.time <= end:
                 assert change.expectation is not None
                 ok = change.expectation.matches(d.intent, d.arguments)
