@@ -89,6 +89,7 @@ def scenario_result(run_dir: Path, catalogue: Any = None) -> Dict[str, Any]:
     hold = [d for d in detail["decisions"] if d["verdict"] in ("match", "mismatch") and d["event"] in expectations
             and _holding_only(expectations[d["event"]], catalogue)]
     success = summary.get("task_success")
+    first = _first_evaluated(detail)
     return {
         "decision_accuracy": summary.get("decision_accuracy"),
         "reaction_p50_s": summary.get("reaction_p50_s"),
@@ -103,12 +104,29 @@ def scenario_result(run_dir: Path, catalogue: Any = None) -> Dict[str, Any]:
         "chance_accuracy": round(sum(chances) / len(chances), 4) if chances else None,
         "hold_decisions": len(hold),
         "hold_violations": sum(1 for d in hold if not _pauses(d["intent"], catalogue)),
+        "first_decisions_scored": len(first),
+        "first_decisions_matched": sum(first),
+        "first_decision_accuracy": round(sum(first) / len(first), 4) if first else None,
         "reactions_unmatched": summary.get("reactions_unmatched") or [],
         "goals": summary.get("goals") or {},
         "sim_seconds": summary.get("sim_seconds"),   # None on wall time (no /clock)
         "_reactions": [r["reaction_s"] for r in detail["reactions"]],
         "_ttfts": [d["ttft_ms"] for d in detail["decisions"] if not d.get("reused")],
     }
+
+
+def _first_evaluated(detail: Dict[str, Any]) -> List[bool]:
+    """Per scored window, whether the first decision the model evaluated in it (not reused) matched.
+    A wrong one there is repeated until the next event changes the inputs, so these few decisions
+    decide most of a scenario's accuracy."""
+    decisions = sorted(detail["decisions"], key=lambda d: d["time"])
+    out = []
+    for window in detail["reactions"]:
+        first = next((d for d in decisions if window["start"] < d["time"] <= window["end"] and not d.get("reused")
+                      and d["verdict"] in ("match", "mismatch")), None)
+        if first is not None:
+            out.append(first["verdict"] == "match")
+    return out
 
 
 def _pauses(intent: str, catalogue: Any) -> bool:
@@ -148,6 +166,10 @@ def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
         "decisions_matched": matched,
         "hold_decisions": sum(r["hold_decisions"] for r in ok),
         "hold_violations": sum(r["hold_violations"] for r in ok),
+        "first_decisions_scored": sum(r.get("first_decisions_scored", 0) for r in ok),
+        "first_decisions_matched": sum(r.get("first_decisions_matched", 0) for r in ok),
+        "first_decision_accuracy": _ratio(sum(r.get("first_decisions_matched", 0) for r in ok),
+                                          sum(r.get("first_decisions_scored", 0) for r in ok)),
         "accuracy_ci95": [round(low, 4), round(high, 4)],
         "accuracy_ci95_scenarios": by_scenario,
         "chance_accuracy": (round(sum(c * n for c, n in chances) / sum(n for _, n in chances), 4)
@@ -156,6 +178,10 @@ def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
         "scenarios_failed": sorted(name for name, r in results.items() if "error" in r),
         "scenarios_rerun": sorted(name for name, r in results.items() if r.get("reruns")),
     }
+
+
+def _ratio(matched: int, scored: int) -> Optional[float]:
+    return round(matched / scored, 4) if scored else None
 
 
 def scenario_bootstrap_ci(counts: Sequence[Sequence[int]], base: Optional[Sequence[Sequence[int]]] = None,
@@ -240,6 +266,10 @@ def table(bench: Dict[str, Any]) -> str:
     if by_scenario:
         rows.append(f"overall accuracy, 95 % bootstrap over scenarios: {by_scenario[0]:.2f}-{by_scenario[1]:.2f} "
                     "(decisions within a scenario are not independent: use this one to compare runs)")
+    o = bench["overall"]
+    if o.get("first_decisions_scored"):
+        rows.append(f"first evaluated decision after each expectation change: {o['first_decisions_matched']} of "
+                    f"{o['first_decisions_scored']} matched ({o['first_decision_accuracy']:.2f})")
     return "\n".join(rows)
 
 

@@ -185,3 +185,27 @@ def test_a_failed_run_is_run_again_and_its_log_kept(tmp_path):
     results = {"door_person": {"error": "run exited 3", "reruns": 1}}
     overall = bench_json(results, 1.0)["overall"]
     assert overall["scenarios_failed"] == ["door_person"] and overall["scenarios_rerun"] == ["door_person"]
+
+
+def test_the_first_evaluated_decision_of_each_window_is_scored_apart(tmp_path, catalogue):
+    """first_decision_accuracy: per window, the first decision the model evaluated (a reused one is
+    the previous answer again); a wrong one there is what the reused decisions after it repeat."""
+    go = {"zone": "warehouse", "speed": 0.3}
+    stats = RunStats()
+    stats.on_time(0.0)
+    for record in [{"kind": "start", "scenario": "f", "duration": 8.0, "goals": [], "time": 0.0},
+                   {"kind": "event", "event": "task", "time": 1.0, "say": "go", "expect": ["move_to"]},
+                   {"kind": "event", "event": "hot", "time": 4.0, "say": "hot", "expect": ["stop"]},
+                   {"kind": "end", "scenario": "f", "time": 8.0, "duration": 8.0, "goals": {}}]:
+        stats.on_expectation_record(record)
+    for t, intent, args, reused in ((1.5, "move_to", go, True), (2.0, "move_to", go, False),   # reused: skipped
+                                    (2.5, "stop", {}, False), (4.5, "move_to", go, False),
+                                    (5.0, "move_to", go, True), (5.5, "stop", {}, False)):
+        stats.on_decision(t, 100.0, intent, "R1", 0, arguments=args, reused=reused)
+    stats.on_time(8.0)
+    stats.write(tmp_path / "f")
+    result = scenario_result(tmp_path / "f", catalogue)
+    assert (result["first_decisions_scored"], result["first_decisions_matched"]) == (2, 1)
+    assert result["first_decision_accuracy"] == 0.5 and result["decision_accuracy"] == pytest.approx(3 / 6)
+    overall = bench_json({"f": result, "g": result}, wall_s=1.0)["overall"]
+    assert (overall["first_decisions_scored"], overall["first_decision_accuracy"]) == (4, 0.5)
