@@ -106,7 +106,7 @@ def scenario_result(run_dir: Path, catalogue: Any = None) -> Dict[str, Any]:
         "hold_violations": sum(1 for d in hold if not _pauses(d["intent"], catalogue)),
         "first_decisions_scored": len(first),
         "first_decisions_matched": sum(first),
-        "first_decision_accuracy": round(sum(first) / len(first), 4) if first else None,
+        "first_decision_accuracy": _ratio(sum(first), len(first)),
         "reactions_unmatched": summary.get("reactions_unmatched") or [],
         "goals": summary.get("goals") or {},
         "sim_seconds": summary.get("sim_seconds"),   # None on wall time (no /clock)
@@ -152,6 +152,8 @@ def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
         for name, count in r["intents"].items():
             intents[name] = intents.get(name, 0) + int(count)
     chances = [(r["chance_accuracy"], r["decisions_scored"]) for r in ok if r["chance_accuracy"] is not None]
+    first_scored = sum(r.get("first_decisions_scored", 0) for r in ok)
+    first_matched = sum(r.get("first_decisions_matched", 0) for r in ok)
     low, high = wilson_interval(matched, scored)
     by_scenario = scenario_bootstrap_ci([(r["decisions_matched"], r["decisions_scored"]) for r in ok])
     return {
@@ -166,10 +168,9 @@ def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
         "decisions_matched": matched,
         "hold_decisions": sum(r["hold_decisions"] for r in ok),
         "hold_violations": sum(r["hold_violations"] for r in ok),
-        "first_decisions_scored": sum(r.get("first_decisions_scored", 0) for r in ok),
-        "first_decisions_matched": sum(r.get("first_decisions_matched", 0) for r in ok),
-        "first_decision_accuracy": _ratio(sum(r.get("first_decisions_matched", 0) for r in ok),
-                                          sum(r.get("first_decisions_scored", 0) for r in ok)),
+        "first_decisions_scored": first_scored,
+        "first_decisions_matched": first_matched,
+        "first_decision_accuracy": _ratio(first_matched, first_scored),
         "accuracy_ci95": [round(low, 4), round(high, 4)],
         "accuracy_ci95_scenarios": by_scenario,
         "chance_accuracy": (round(sum(c * n for c, n in chances) / sum(n for _, n in chances), 4)
