@@ -132,7 +132,9 @@ def score_heldout(engine, catalogue, template, adapter_path: Path) -> dict:
             "chance": round(results["bare"]["chance"], 3), "probes": results["bare"]["probes"]}
 
 
-def argument_parser() -> argparse.ArgumentParser:
+def main(argv=None) -> int:
+    from .engine import LlamaEngine
+    from .prompt import PromptTemplate
     from .reasoning_config import add_swa_full_argument
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=200)
@@ -166,13 +168,7 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--live-features", type=Path, default=Path("build/intent_adapter/live_features.npz"))
     parser.add_argument("--compare-adapter", type=Path, default=None,
                         help="also score this adapter file on the held-out live probes (default: the bundled one)")
-    return parser
-
-
-def main(argv=None) -> int:
-    from .engine import LlamaEngine
-    from .prompt import PromptTemplate
-    args = argument_parser().parse_args(argv)
+    args = parser.parse_args(argv)
     catalogue = IntentCatalogue.from_file(args.config_dir / "intents.yaml")
     template = PromptTemplate.from_mapping(yaml.safe_load((args.config_dir / "prompt.yaml").read_text()))
     swa_full = args.swa_full == "true"

@@ -335,4 +335,3 @@ def test_anchors_land_on_the_shipped_question_and_engine_reads_them_as_one_token
     with pytest.raises(ValueError, match="end at the last token"):
         cached.hidden_states(suffix, [0])
     reasoner.close()
-
