@@ -21,8 +21,10 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from .decision_situations import ARM_JOINTS, REACH_HANDLE, REACH_SHELF, Script, Stream
 
-GENERATOR_VERSION = 1          # bump when episodes change: cached features are keyed by it
+GENERATOR_VERSION = 2          # bump when episodes change: cached features are keyed by it
 SAFE = frozenset({"hold_position", "stop"})
+# intents that pause the task (config/intents.yaml `pauses_task`)
+PAUSING = frozenset({"hold_position", "stop", "back_off"})
 OBJECTS = ("box", "bottle", "tool")
 ZONES = ("corridor", "warehouse", "door")
 INTENTS = ("open_door", "pick_object", "move_to", "hold_position", "back_off", "stop")
@@ -136,9 +138,17 @@ class Episode:
             running = self.router if roll < 0.6 else ("" if roll < 0.75 else self.rng.choice(INTENTS))
             args = self.args if self.args else {}
             self.script.ask(sorted(self.accept), running=running, paused=None, **args)
-        chosen = sorted(self.accept)[0] if len(self.accept) == 1 else self.router
-        if chosen in INTENTS:
-            self.router = chosen
+        self.router = self.router_after(self.router)
+
+    def router_after(self, router: str) -> str:
+        """What the router reports after a sensible decision here: the one acceptable intent, or a
+        pause where only pausing is acceptable (live, the router reports `hold_position` once the robot
+        held for a person), so "person left" or a new order is asked with that pause still running."""
+        if len(self.accept) == 1:
+            return next(iter(self.accept))
+        if self.accept <= PAUSING and router not in self.accept:
+            return "hold_position" if "hold_position" in self.accept else sorted(self.accept)[0]
+        return router
 
     def motion(self) -> dict:
         """Sensor motion that fits what the robot does now."""

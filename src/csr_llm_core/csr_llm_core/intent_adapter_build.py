@@ -189,7 +189,9 @@ def main(argv=None) -> int:
     runs = [run for folder in args.live_runs for run in sorted(folder.glob("*/latest"))]
     probe_files = committed_rounds() if args.live_probes is None else args.live_probes
     if runs or probe_files:
-        live_data = live_features(engine, catalogue, template, runs, args.live_features, key, args.anchors,
+        # the live probes' features do not depend on the generated episodes: their cache is keyed without them
+        live_key = {k: v for k, v in key.items() if k not in ("episodes", "seed", "generator")}
+        live_data = live_features(engine, catalogue, template, runs, args.live_features, live_key, args.anchors,
                                   probe_files=probe_files)
         hidden, base, accept = (np.concatenate([data[k], live_data[k]]) for k in ("hidden", "base", "accept"))
         held = np.concatenate([held, live_data["episode"] % 5 == 0])

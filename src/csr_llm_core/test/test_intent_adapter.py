@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from csr_llm_core.catalogue import IntentCatalogue
-from csr_llm_core.decision_training import SAFE, generate
+from csr_llm_core.decision_training import PAUSING, SAFE, generate
 from csr_llm_core.grammar import DecisionGrammar
 from csr_llm_core.intent_adapter import (AdapterMismatch, Anchors, IntentAdapter, accuracy, chosen_intents, fit,
                                         head_digest)
@@ -56,6 +56,23 @@ def test_generated_labels_follow_the_situation(episodes):
                 assert probe.accept == SAFE | {"back_off"}, newest
             if newest.startswith(("operator: cancel", "cancel that")):
                 assert probe.accept == SAFE, newest
+
+
+
+def test_generated_probes_after_a_pause_show_it_as_the_live_router_does(episodes):
+    """Where only pausing was acceptable, the router then reports a pause (as it does live after
+    `hold_position`), so the first probe where acting is right again ("person left", a cooled motor,
+    a new order after a cancel) is mostly asked with the pause running: resuming is learnt from the
+    state the robot is really in, not from a question that still names the task."""
+    shown = Counter()
+    for _, stream in episodes:
+        before = None
+        for _, probe in stream.probes:
+            if before is not None and before <= PAUSING and not probe.accept <= PAUSING:
+                shown[probe.running] += 1
+            before = probe.accept
+    assert sum(shown.values()) > 30
+    assert sum(shown[name] for name in PAUSING) > 0.5 * sum(shown.values()), shown
 
 
 def test_memory_episodes_decide_on_a_fact_said_long_before(episodes):
