@@ -173,10 +173,11 @@ def main(argv=None) -> int:
     template = PromptTemplate.from_mapping(yaml.safe_load((args.config_dir / "prompt.yaml").read_text()))
     swa_full = args.swa_full == "true"
     engine = LlamaEngine(args.model_path, n_ctx=4096, n_threads=args.n_threads, name="adapter", swa_full=swa_full)
-    key = {"episodes": args.episodes, "seed": args.seed, "generator": GENERATOR_VERSION,
-           **recording_key(engine, catalogue, template)}
+    # what any probe's features depend on; the generated episodes' cache adds which episodes they are
+    recorded = recording_key(engine, catalogue, template)
     if args.anchors.count > 1:          # the default's key (and cached features) stay as they were
-        key["anchors"] = args.anchors.to_meta()
+        recorded["anchors"] = args.anchors.to_meta()
+    key = {"episodes": args.episodes, "seed": args.seed, "generator": GENERATOR_VERSION, **recorded}
     started = time.perf_counter()
     data = _cached(args.features, key)
     if data is None:
@@ -189,9 +190,7 @@ def main(argv=None) -> int:
     runs = [run for folder in args.live_runs for run in sorted(folder.glob("*/latest"))]
     probe_files = committed_rounds() if args.live_probes is None else args.live_probes
     if runs or probe_files:
-        # the live probes' features do not depend on the generated episodes: their cache is keyed without them
-        live_key = {k: v for k, v in key.items() if k not in ("episodes", "seed", "generator")}
-        live_data = live_features(engine, catalogue, template, runs, args.live_features, live_key, args.anchors,
+        live_data = live_features(engine, catalogue, template, runs, args.live_features, recorded, args.anchors,
                                   probe_files=probe_files)
         hidden, base, accept = (np.concatenate([data[k], live_data[k]]) for k in ("hidden", "base", "accept"))
         held = np.concatenate([held, live_data["episode"] % 5 == 0])

@@ -58,12 +58,12 @@ def test_generated_labels_follow_the_situation(episodes):
                 assert probe.accept == SAFE, newest
 
 
-
-def test_generated_probes_after_a_pause_show_it_as_the_live_router_does(episodes):
+def test_generated_probes_after_a_pause_show_it_as_the_live_router_does(episodes, catalogue):
     """Where only pausing was acceptable, the router then reports a pause (as it does live after
     `hold_position`), so the first probe where acting is right again ("person left", a cooled motor,
     a new order after a cancel) is mostly asked with the pause running: resuming is learnt from the
     state the robot is really in, not from a question that still names the task."""
+    assert PAUSING == {name for name in catalogue.names if catalogue.intents[name].pauses_task}
     shown = Counter()
     for _, stream in episodes:
         before = None
