@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -83,9 +86,15 @@ class _Recorder:
 
 
 def record(engine, catalogue: IntentCatalogue, template, streams: Sequence[Tuple[str, Stream]],
-           progress: bool = True, anchors: Optional[Anchors] = None) -> dict:
+           progress: bool = True, anchors: Optional[Anchors] = None, jobs: int = 1,
+           engine_settings: Optional[dict] = None, label: str = "") -> dict:
     """Hidden states, base log-probs, accepted sets and episode index for every probe (the decode
-    stops at the intent's first token: the engine rolls the suffix back as after any decision)."""
+    stops at the intent's first token: the engine rolls the suffix back as after any decision).
+    With `jobs` > 1 and `engine_settings` (LlamaEngine's arguments) the streams are cut into `jobs`
+    contiguous slices; this process records the first one on `engine`, and one spawned process per
+    other slice loads its own engine. Episode indices stay global."""
+    if jobs > 1 and engine_settings is not None and len(streams) >= 2 * jobs:
+        return _record_slices(engine, catalogue, template, streams, progress, anchors, jobs, engine_settings)
     from .decision_eval import offline_config
     from .reasoner import Reasoner
     template = replace(template, calibrate=False, intent_adapter="")
@@ -113,11 +122,37 @@ def record(engine, catalogue: IntentCatalogue, template, streams: Sequence[Tuple
             episode.append(index)
         reasoner.close()
         if progress and (index + 1) % 20 == 0:
-            print(f"  {index + 1}/{len(streams)} episodes, {len(accept)} probes, "
+            print(f"  {label}{index + 1}/{len(streams)} episodes, {len(accept)} probes, "
                   f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     assert recorder is not None
     return {"hidden": np.stack(recorder.hidden), "base": np.stack(recorder.base),
             "accept": np.array(accept, dtype=bool), "episode": np.array(episode), "intents": list(intents)}
+
+
+def _record_slices(engine, catalogue, template, streams, progress, anchors, jobs: int, engine_settings: dict) -> dict:
+    # as many episodes each (200 on 2 jobs: 0-100, 100-200, where the shipped features were cut);
+    # measured: the same features as one process, bit for bit
+    cuts = [round(len(streams) * k / jobs) for k in range(jobs + 1)]
+    slices = [streams[a:b] for a, b in zip(cuts, cuts[1:])]
+    # spawn, not fork: the parent holds a llama.cpp context and threads
+    with ProcessPoolExecutor(len(slices) - 1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        others = [pool.submit(_record_in_worker, engine_settings, catalogue, template, part, progress, anchors,
+                              f"[{number + 2}/{len(slices)}] ") for number, part in enumerate(slices[1:])]
+        parts = [record(engine, catalogue, template, slices[0], progress, anchors, label=f"[1/{len(slices)}] ")]
+        parts += [future.result() for future in others]
+    merged = {k: np.concatenate([part[k] for part in parts]) for k in ("hidden", "base", "accept")}
+    merged["episode"] = np.concatenate([part["episode"] + start for part, start in zip(parts, cuts)])
+    merged["intents"] = parts[0]["intents"]
+    return merged
+
+
+def _record_in_worker(engine_settings: dict, catalogue, template, streams, progress, anchors, label) -> dict:
+    from .engine import LlamaEngine
+    engine = LlamaEngine(**engine_settings)
+    try:
+        return record(engine, catalogue, template, streams, progress, anchors, label=label)
+    finally:
+        engine.close()
 
 
 def score_heldout(engine, catalogue, template, adapter_path: Path) -> dict:
@@ -143,6 +178,9 @@ def main(argv=None) -> int:
     parser.add_argument("--config-dir", type=Path, default=Path("config"))
     parser.add_argument("--model-path", default=None)
     parser.add_argument("--n-threads", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 8),
+                        help="processes that record probes side by side, each with its own model and --n-threads "
+                             "(default: one per core, at most 8)")
     add_swa_full_argument(parser)
     parser.add_argument("--anchors", type=parse_anchors, default=parse_anchors(DEFAULT_ANCHORS),
                         help="where the hidden states are read: 'last' (default, the intent's position), "
@@ -172,7 +210,9 @@ def main(argv=None) -> int:
     catalogue = IntentCatalogue.from_file(args.config_dir / "intents.yaml")
     template = PromptTemplate.from_mapping(yaml.safe_load((args.config_dir / "prompt.yaml").read_text()))
     swa_full = args.swa_full == "true"
-    engine = LlamaEngine(args.model_path, n_ctx=4096, n_threads=args.n_threads, name="adapter", swa_full=swa_full)
+    settings = dict(model_path=args.model_path, n_ctx=4096, n_threads=args.n_threads, name="adapter", swa_full=swa_full)
+    engine = LlamaEngine(**settings)
+    parallel = {"jobs": args.jobs, "engine_settings": settings}
     # what any probe's features depend on; the generated episodes' cache adds which episodes they are
     recorded = recording_key(engine, catalogue, template)
     if args.anchors.count > 1:          # the default's key (and cached features) stay as they were
@@ -182,7 +222,8 @@ def main(argv=None) -> int:
     data = _cached(args.features, key)
     if data is None:
         print(f"recording {args.episodes} generated episodes ...", file=sys.stderr, flush=True)
-        data = record(engine, catalogue, template, generate(args.episodes, args.seed), anchors=args.anchors)
+        data = record(engine, catalogue, template, generate(args.episodes, args.seed), anchors=args.anchors,
+                      **parallel)
         _save(args.features, data, key)
     hidden, base, accept, episode = data["hidden"], data["base"], data["accept"], data["episode"]
     held = episode % 5 == 0
@@ -191,7 +232,7 @@ def main(argv=None) -> int:
     probe_files = committed_rounds() if args.live_probes is None else args.live_probes
     if runs or probe_files:
         live_data = live_features(engine, catalogue, template, runs, args.live_features, recorded, args.anchors,
-                                  probe_files=probe_files)
+                                  probe_files=probe_files, **parallel)
         hidden, base, accept = (np.concatenate([data[k], live_data[k]]) for k in ("hidden", "base", "accept"))
         held = np.concatenate([held, live_data["episode"] % 5 == 0])
         live = np.concatenate([live, np.ones(len(live_data["hidden"]), dtype=bool)])
@@ -254,7 +295,7 @@ def recording_key(engine, catalogue: IntentCatalogue, template) -> dict:
 
 
 def live_features(engine, catalogue, template, runs: Sequence[Path], path: Path, key: dict, anchors,
-                  probe_files: Sequence[Path] = ()) -> dict:
+                  probe_files: Sequence[Path] = (), **parallel) -> dict:
     """Features of every run's probes, in order (run folders, then the runs of each probe file; a
     run's probes share its episode index). Runs already in the cache under the same key are reused,
     so a new DAgger round records its own runs only; a run whose decisions changed is recorded
@@ -273,7 +314,7 @@ def live_features(engine, catalogue, template, runs: Sequence[Path], path: Path,
     parts = [cached] if cached else []
     if todo:
         print(f"recording {len(todo)} live runs ({len(sources) - len(todo)} cached) ...", file=sys.stderr, flush=True)
-        new = record(engine, catalogue, template, todo, anchors=anchors)
+        new = record(engine, catalogue, template, todo, anchors=anchors, **parallel)
         new["run"] = np.array([todo[i][0] for i in new["episode"]])
         parts.append(new)
     if not parts:

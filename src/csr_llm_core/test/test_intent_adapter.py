@@ -352,3 +352,33 @@ def test_anchors_land_on_the_shipped_question_and_engine_reads_them_as_one_token
     with pytest.raises(ValueError, match="end at the last token"):
         cached.hidden_states(suffix, [0])
     reasoner.close()
+
+
+def test_recording_in_several_processes_gives_the_probes_of_one_in_the_same_order(catalogue):
+    """`--jobs`: contiguous slices of the episodes recorded side by side, each process with its own
+    model, merged back in episode order with global episode indices. In the build (one context per
+    process) the states were bit-identical to one process's (102 of 102 probes); here this process
+    created contexts before, and a context's states then move by up to ~1 in some dimensions (not in
+    direction), so the check is each row's direction and that it is nearest to its own probe."""
+    import yaml
+    from csr_llm_core.engine import LlamaEngine
+    from csr_llm_core.intent_adapter_build import record
+    template = PromptTemplate.from_mapping(yaml.safe_load((CONFIG / "prompt.yaml").read_text()))
+    settings = {"n_ctx": 3072, "n_threads": 1, "name": "recorder"}
+    streams = generate(3, seed=21)      # cut 2 + 1
+    results = []
+    for parallel in ({}, {"jobs": 2, "engine_settings": settings}):
+        engine = LlamaEngine(**settings)
+        try:
+            results.append(record(engine, catalogue, template, streams, progress=False, **parallel))
+        finally:
+            engine.close()
+    alone, split = results
+    assert split["episode"].tolist() == alone["episode"].tolist() and set(alone["episode"].tolist()) == {0, 1, 2}
+    assert np.array_equal(split["accept"], alone["accept"]) and split["intents"] == alone["intents"]
+    a, b = alone["hidden"].astype(np.float64), split["hidden"].astype(np.float64)
+    cosine = (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert cosine.min() > 0.99, cosine.round(4)
+    # each row is its own probe's: nearer to it than to any other probe's state
+    distance = np.linalg.norm(a[:, None, :] - b[None, :, :], axis=2)
+    assert (distance.argmin(axis=0) == np.arange(len(b))).all()
