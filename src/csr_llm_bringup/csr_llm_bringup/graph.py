@@ -163,9 +163,11 @@ def load_profile(profile: Union[str, Path], overrides: Optional[Mapping[str, Map
             file_path = Path(file_name) if Path(file_name).is_absolute() else path.parent / file_name
             _deep_merge(params, read_parameter_file(file_path, spec))
         _deep_merge(params, entry.get("parameters") or {})
-        if overrides and spec.name in overrides:
-            _deep_merge(params, overrides[spec.name])
         _resolve_file_parameters(params, path.parent)
+        if overrides and spec.name in overrides:
+            given = copy.deepcopy(dict(overrides[spec.name]))
+            _resolve_file_parameters(given, Path.cwd())       # typed on a command line: from where it was typed
+            _deep_merge(params, given)
         params["use_sim_time"] = use_sim_time
         spec.parameters = params
         nodes.append(spec)
@@ -190,7 +192,8 @@ def _check_containers(path: Path, nodes: List[NodeSpec]) -> None:
 
 
 def _resolve_file_parameters(params: Dict[str, Any], base: Path) -> None:
-    """`*_file` parameters given relative (intents.yaml) name files next to the profile."""
+    """`*_file` parameters given relative (intents.yaml) name files under `base`: next to the profile for
+    the profile's and its parameter files' values, the current directory for overrides (`--set`)."""
     for key, value in params.items():
         if key.endswith("_file") and isinstance(value, str) and value and \
                 not value.startswith(("~", "$")) and not Path(value).is_absolute():

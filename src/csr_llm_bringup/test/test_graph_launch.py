@@ -1,6 +1,7 @@
 """One description per profile: the launch files and the runner derive the same graph from it."""
 import sys
 import types
+from pathlib import Path
 
 import pytest
 import yaml
@@ -221,6 +222,10 @@ def test_profile_parameters_merge_files_then_inline_then_overrides():
     assert router.parameters["robot_description_file"] == str(profile.path.parent / "robot_description.yaml")
     assert profile.node("simulator").parameters["robot_description_file"] == \
         router.parameters["robot_description_file"]
+    # an override's relative *_file is a path typed on a command line: from the current directory
+    mine = load_profile("sim", {"reasoning": {"prompt_file": "build/my_prompt.yaml"}}).node("reasoning")
+    assert mine.parameters["prompt_file"] == str(Path.cwd() / "build" / "my_prompt.yaml")
+    assert mine.parameters["intents_file"] == reasoning.parameters["intents_file"]
     overridden = load_profile("sim", {"action_router": {"gains": {"arm_elbow": {"p": 99.0}}}})
     assert overridden.node("action_router").parameters["gains"]["arm_elbow"]["p"] == 99.0   # nested gains kept
 
