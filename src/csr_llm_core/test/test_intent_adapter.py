@@ -365,7 +365,7 @@ def test_recording_in_several_processes_gives_the_probes_of_one_in_the_same_orde
     from csr_llm_core.intent_adapter_build import record
     template = PromptTemplate.from_mapping(yaml.safe_load((CONFIG / "prompt.yaml").read_text()))
     settings = {"n_ctx": 3072, "n_threads": 1, "name": "recorder"}
-    streams = generate(3, seed=21)      # cut 2 + 1
+    streams = generate(2, seed=21)      # one episode per process
     results = []
     for parallel in ({}, {"jobs": 2, "engine_settings": settings}):
         engine = LlamaEngine(**settings)
@@ -374,7 +374,7 @@ def test_recording_in_several_processes_gives_the_probes_of_one_in_the_same_orde
         finally:
             engine.close()
     alone, split = results
-    assert split["episode"].tolist() == alone["episode"].tolist() and set(alone["episode"].tolist()) == {0, 1, 2}
+    assert split["episode"].tolist() == alone["episode"].tolist() and set(alone["episode"].tolist()) == {0, 1}
     assert np.array_equal(split["accept"], alone["accept"]) and split["intents"] == alone["intents"]
     a, b = alone["hidden"].astype(np.float64), split["hidden"].astype(np.float64)
     cosine = (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
