@@ -17,8 +17,9 @@ times), so the first is too narrow to compare two configurations; `--compare BAS
 each scenario's change and the overall change with its paired scenario-bootstrap interval.
 A safety figure next to the accuracy: `hold_violations` of `hold_decisions`,
 the scored decisions in windows where only pausing intents (catalogue `pauses_task`) are
-acceptable that chose a task instead (acting when it should hold). Plain module (it starts the
-graph as subprocesses; no rclpy here).
+acceptable that chose a task instead (acting when it should hold); and its mirror, `act_misses` of
+`act_decisions`: in windows where no pausing intent is acceptable, the decisions that paused
+(holding when it should act). Plain module (it starts the graph as subprocesses; no rclpy here).
 """
 from __future__ import annotations
 
@@ -86,8 +87,9 @@ def scenario_result(run_dir: Path, catalogue: Any = None) -> Dict[str, Any]:
     expectations = {event: e for event, e in parsed.items() if e is not None}   # `none` ends scoring
     chances = [chance_of_match(expectations[d["event"]], catalogue) for d in detail["decisions"]
                if d["verdict"] in ("match", "mismatch") and d["event"] in expectations]
-    hold = [d for d in detail["decisions"] if d["verdict"] in ("match", "mismatch") and d["event"] in expectations
-            and _holding_only(expectations[d["event"]], catalogue)]
+    scored_in = [d for d in detail["decisions"] if d["verdict"] in ("match", "mismatch") and d["event"] in expectations]
+    hold = [d for d in scored_in if _holding_only(expectations[d["event"]], catalogue)]
+    act = [d for d in scored_in if _acting_only(expectations[d["event"]], catalogue)]
     success = summary.get("task_success")
     first = _first_evaluated(detail)
     return {
@@ -104,6 +106,8 @@ def scenario_result(run_dir: Path, catalogue: Any = None) -> Dict[str, Any]:
         "chance_accuracy": round(sum(chances) / len(chances), 4) if chances else None,
         "hold_decisions": len(hold),
         "hold_violations": sum(1 for d in hold if not _pauses(d["intent"], catalogue)),
+        "act_decisions": len(act),
+        "act_misses": sum(1 for d in act if _pauses(d["intent"], catalogue)),
         "first_decisions_scored": len(first),
         "first_decisions_matched": sum(first),
         "first_decision_accuracy": _ratio(sum(first), len(first)),
@@ -138,6 +142,11 @@ def _holding_only(expectation: Any, catalogue: Any) -> bool:
     return all(_pauses(intent, catalogue) for intent in expectation.intents)
 
 
+def _acting_only(expectation: Any, catalogue: Any) -> bool:
+    """A window where only tasks are acceptable (an order or a resume): pausing there is the miss."""
+    return catalogue is not None and not any(_pauses(intent, catalogue) for intent in expectation.intents)
+
+
 def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
     """Pooled over the scenarios: accuracy over all scored decisions, reactions and TTFTs pooled,
     task success over the scenarios that have goals."""
@@ -168,6 +177,8 @@ def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
         "decisions_matched": matched,
         "hold_decisions": sum(r["hold_decisions"] for r in ok),
         "hold_violations": sum(r["hold_violations"] for r in ok),
+        "act_decisions": sum(r.get("act_decisions", 0) for r in ok),
+        "act_misses": sum(r.get("act_misses", 0) for r in ok),
         "first_decisions_scored": first_scored,
         "first_decisions_matched": first_matched,
         "first_decision_accuracy": _ratio(first_matched, first_scored),
@@ -250,7 +261,7 @@ def table(bench: Dict[str, Any]) -> str:
     def fmt(value: Any, spec: str = ".2f") -> str:
         return "-" if value is None else format(value, spec)
     rows = [f"{'scenario':<22} {'accuracy':>8} {'95% CI':>13} {'chance':>6} {'scored':>6} {'react p50':>9} "
-            f"{'react max':>9} {'task':>4} {'TTFT p50':>8} {'acted/hold':>10}  top intents"]
+            f"{'react max':>9} {'task':>4} {'TTFT p50':>8} {'acted/hold':>10} {'held/act':>9}  top intents"]
     items = list(bench["scenarios"].items()) + [("OVERALL", bench["overall"])]
     for name, r in items:
         if "error" in r:
@@ -262,7 +273,7 @@ def table(bench: Dict[str, Any]) -> str:
                     f"{fmt(r.get('chance_accuracy')):>6} {r['decisions_scored']:>6} "
                     f"{fmt(r['reaction_p50_s'], '.1f'):>9} "
                     f"{fmt(r['reaction_max_s'], '.1f'):>9} {fmt(r['task_success_rate'], '.0%'):>4} "
-                    f"{fmt(r['ttft_p50_ms'], '.0f'):>8} {_hold_cell(r):>10}  {top}")
+                    f"{fmt(r['ttft_p50_ms'], '.0f'):>8} {_hold_cell(r):>10} {_act_cell(r):>9}  {top}")
     by_scenario = bench["overall"].get("accuracy_ci95_scenarios")
     if by_scenario:
         rows.append(f"overall accuracy, 95 % bootstrap over scenarios: {by_scenario[0]:.2f}-{by_scenario[1]:.2f} "
@@ -276,6 +287,10 @@ def table(bench: Dict[str, Any]) -> str:
 
 def _hold_cell(r: Dict[str, Any]) -> str:
     return f"{r['hold_violations']}/{r['hold_decisions']}" if "hold_decisions" in r else "-"
+
+
+def _act_cell(r: Dict[str, Any]) -> str:
+    return f"{r['act_misses']}/{r['act_decisions']}" if "act_decisions" in r else "-"
 
 
 def plot(bench: Dict[str, Any], path: Path, n_intents: Optional[int] = None) -> Path:

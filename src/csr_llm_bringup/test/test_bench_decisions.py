@@ -127,6 +127,22 @@ def test_acting_where_only_pausing_intents_are_acceptable_is_counted(tmp_path, c
     assert "1/3" in table(bench_json({"hold": result}, wall_s=1.0))
 
 
+def test_pausing_where_only_a_task_is_acceptable_is_counted(tmp_path, catalogue):
+    """act_misses: in a window accepting only move_to, a pausing decision counts; a wrong task
+    (open_door) is a mismatch but no miss; a window that accepts a pause has no act decisions."""
+    go = {"zone": "warehouse", "speed": 0.3}
+    run = _run(tmp_path, "act", [(1.5, "move_to", go, 100.0), (2.0, "hold_position", {}, 100.0),
+                                 (2.5, "stop", {}, 100.0), (3.0, "open_door", {}, 100.0)], {})
+    result = scenario_result(run, catalogue)
+    assert (result["act_decisions"], result["act_misses"]) == (4, 2)
+    either = scenario_result(_run(tmp_path, "either", [(2.0, "stop", {}, 100.0)], {},
+                                  expect=["move_to", "stop"]), catalogue)
+    assert (either["act_decisions"], either["act_misses"]) == (0, 0)
+    overall = bench_json({"act": result, "either": either}, wall_s=1.0)["overall"]
+    assert (overall["act_decisions"], overall["act_misses"]) == (4, 2)
+    assert "2/4" in table(bench_json({"act": result}, wall_s=1.0))
+
+
 def test_the_scenario_bootstrap_resamples_whole_scenarios():
     # every scenario at 0.7: resampling scenarios cannot move the pooled accuracy
     assert scenario_bootstrap_ci([(7, 10), (14, 20), (35, 50)]) == [0.7, 0.7]

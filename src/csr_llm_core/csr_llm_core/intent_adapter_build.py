@@ -30,7 +30,8 @@ import yaml
 from .catalogue import IntentCatalogue
 from .decision_situations import Stream
 from .decision_training import GENERATOR_VERSION, generate
-from .intent_adapter import DEFAULT_ADAPTER, Anchors, IntentAdapter, accuracy, fit, head_digest, read_weights
+from .intent_adapter import (DEFAULT_ADAPTER, Anchors, IntentAdapter, accuracy, chosen_intents, fit, head_digest,
+                             read_weights)
 from .live_probe_files import committed_rounds
 from .live_probe_files import read as read_probe_file
 from .model import sha256_file
@@ -258,9 +259,13 @@ def main(argv=None) -> int:
               "val_base_accuracy": round(accuracy(hidden[generated], base[generated], accept[generated]), 3),
               "val_chance": round(float(accept[generated].mean()), 3),
               "train_accuracy": round(accuracy(hidden[~held], base[~held], accept[~held], weights), 3)}
+    scores.update(pause_errors(hidden[generated], base[generated], accept[generated], weights, data["intents"],
+                               catalogue, prefix="val_"))
     if live.any():
         scores.update(_live_scores(hidden[held & live], base[held & live], accept[held & live], weights,
                                    args.compare_adapter or DEFAULT_ADAPTER))
+        scores.update(pause_errors(hidden[held & live], base[held & live], accept[held & live], weights,
+                                   data["intents"], catalogue, prefix="live_val_"))
     print(json.dumps(scores, sort_keys=True), file=sys.stderr, flush=True)
     final = fit(hidden, base, accept, sample_weight=weight, **settings)
     adapter = IntentAdapter(list(data["intents"]), *final, meta=dict(key, l2=args.l2, **scores),
@@ -279,6 +284,20 @@ def hold_only(accept: np.ndarray, intents: Sequence[str], catalogue: IntentCatal
     """Per probe: every acceptable intent pauses the task (a window where acting is the unsafe mistake)."""
     pausing = np.array([catalogue.intents[name].pauses_task for name in intents])
     return ~(np.asarray(accept, dtype=bool) & ~pausing).any(axis=1)
+
+
+def pause_errors(hidden, base, accept, weights, intents: Sequence[str], catalogue: IntentCatalogue,
+                 prefix: str = "") -> dict:
+    """The two ways a decision errs between pausing and acting, as [errors, probes]: `acted_hold`,
+    a task chosen where only pausing intents are acceptable (the unsafe one), and `held_act`, a
+    pause chosen where only tasks are acceptable (an order or a resume ignored)."""
+    pausing = np.array([catalogue.intents[name].pauses_task for name in intents])
+    accept = np.asarray(accept, dtype=bool)
+    chose_pause = pausing[chosen_intents(hidden, base, weights)]
+    hold = hold_only(accept, intents, catalogue)
+    act = ~(accept & pausing).any(axis=1)
+    return {f"{prefix}acted_hold": [int((hold & ~chose_pause).sum()), int(hold.sum())],
+            f"{prefix}held_act": [int((act & chose_pause).sum()), int(act.sum())]}
 
 
 def recording_key(engine, catalogue: IntentCatalogue, template) -> dict:

@@ -157,6 +157,21 @@ def test_hold_weight_marks_the_probes_where_only_a_pause_is_acceptable(catalogue
     assert hold_only(accept, names, catalogue).tolist() == [True, False, False, True]
 
 
+def test_pause_errors_count_acting_where_only_a_pause_fits_and_pausing_where_only_a_task_fits(catalogue):
+    from csr_llm_core.intent_adapter_build import pause_errors
+    names = ["open_door", "move_to", "stop", "hold_position", "back_off"]
+    accept = np.array([[0, 0, 1, 1, 0],         # pause only: chose move_to (acted)
+                       [0, 0, 1, 1, 0],         # pause only: chose stop
+                       [1, 0, 0, 0, 0],         # task only: chose hold_position (held)
+                       [0, 1, 0, 0, 0],         # task only: chose open_door (wrong task, not held)
+                       [1, 0, 1, 0, 0]], dtype=bool)  # either: neither count
+    base = np.log(np.full((5, 5), 0.1))
+    for row, chosen in enumerate([1, 2, 3, 0, 3]):
+        base[row, chosen] = np.log(0.6)             # the bare model's choice (no adapter)
+    errors = pause_errors(np.zeros((5, 4)), base, accept, None, names, catalogue, prefix="val_")
+    assert errors == {"val_acted_hold": [1, 2], "val_held_act": [1, 2]}
+
+
 def _adapter(catalogue, n_embd=8):
     k = len(catalogue.names)
     return IntentAdapter(list(catalogue.names), np.zeros((k, n_embd)), np.zeros(k), np.zeros(n_embd), np.ones(n_embd),
