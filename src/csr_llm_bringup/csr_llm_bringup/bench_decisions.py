@@ -364,6 +364,27 @@ def run_with_reruns(name: str, runs_dir: Path, overrides: Sequence[str], reruns:
     return result, done
 
 
+def run_suite(names: Sequence[str], runs_dir: Path, overrides: Sequence[str], catalogue: Any, reruns: int = 1,
+              rescore: bool = False, give_up_after: int = 2, run=None) -> Dict[str, Dict[str, Any]]:
+    """Each scenario run (or, with `rescore`, re-read) and scored, in order. When the first
+    `give_up_after` scenarios all fail (0: never), the rest are not run: a cause they share (a
+    missing file, a bad override) would fail every one of them, each after its full wall limit."""
+    results: Dict[str, Dict[str, Any]] = {}
+    for i, name in enumerate(names, 1):
+        done: Dict[str, Any] = {"run_dir": runs_dir / name / "latest", "returncode": 0, "wall_s": 0.0}
+        again = 0
+        if not rescore:
+            print(f"[bench-decisions] {i}/{len(names)} {name} ...", flush=True)
+            done, again = run_with_reruns(name, runs_dir / name, overrides, reruns, run=run)
+        results[name] = score_run(done, catalogue, again)
+        if give_up_after and i == give_up_after and all("error" in r for r in results.values()) and i < len(names):
+            reason = f"not run: the first {i} scenarios failed (see their runner logs)"
+            print(f"[bench-decisions] {reason}; {len(names) - i} left", flush=True)
+            results.update({rest: {"error": reason} for rest in names[i:]})
+            break
+    return results
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="bench_decisions", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", help="comma-separated subset (default: every bench scenario)")
@@ -376,6 +397,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--reruns", type=int, default=1,
                         help="a run that exits non-zero (a node that crashed or hung) is run again this often: "
                              "the lockstepped run is reproducible, and a failed run scores nothing")
+    parser.add_argument("--give-up-after", type=int, default=2, metavar="N",
+                        help="when the first N scenarios all fail, do not run the rest (0: run every one)")
     parser.add_argument("--compare", nargs=2, metavar=("BASE_JSON", "NEW_JSON"),
                         help="do not run; compare two bench results scenario by scenario")
     args = parser.parse_args(argv)
@@ -387,16 +410,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     catalogue = IntentCatalogue.from_file(config_dir() / "intents.yaml")
     available = suite_scenarios()
     names = [n.strip() for n in args.scenarios.split(",") if n.strip()] if args.scenarios else available
-    runs_dir = Path(args.runs_dir)
-    results: Dict[str, Dict[str, Any]] = {}
     start = time.monotonic()
-    for i, name in enumerate(names, 1):
-        run: Dict[str, Any] = {"run_dir": runs_dir / name / "latest", "returncode": 0, "wall_s": 0.0}
-        reruns = 0
-        if not args.rescore:
-            print(f"[bench-decisions] {i}/{len(names)} {name} ...", flush=True)
-            run, reruns = run_with_reruns(name, runs_dir / name, args.set, args.reruns)
-        results[name] = score_run(run, catalogue, reruns)
+    results = run_suite(names, Path(args.runs_dir), args.set, catalogue, reruns=args.reruns, rescore=args.rescore,
+                        give_up_after=args.give_up_after)
     bench = bench_json(results, time.monotonic() - start)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -203,6 +203,40 @@ def test_a_failed_run_is_run_again_and_its_log_kept(tmp_path):
     assert overall["scenarios_failed"] == ["door_person"] and overall["scenarios_rerun"] == ["door_person"]
 
 
+def test_the_suite_gives_up_when_its_first_scenarios_all_fail(tmp_path, catalogue):
+    """A cause every run shares (here: each exits 2) fails the first two scenarios and their reruns;
+    the rest are listed as not run instead of each failing after its wall limit. One success first
+    and the suite runs on whatever fails later."""
+    from csr_llm_bringup.bench_decisions import run_suite
+    calls = []
+
+    def failing(name, runs_dir, overrides):         # stands in for the lockstepped graph
+        calls.append(name)
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        (runs_dir / "runner.log").write_text("exit 2\n")
+        return {"run_dir": runs_dir / "latest", "returncode": 2, "wall_s": 1.0, "log": runs_dir / "runner.log"}
+
+    names = ["a", "b", "c", "d"]
+    results = run_suite(names, tmp_path / "runs", [], catalogue, reruns=1, run=failing)
+    assert calls == ["a", "a", "b", "b"]
+    assert list(results) == names and all("error" in r for r in results.values())
+    assert results["c"]["error"].startswith("not run") and not results["a"]["error"].startswith("not run")
+    assert bench_json(results, 1.0)["overall"]["scenarios_failed"] == names
+    calls.clear()
+    run_suite(names, tmp_path / "all", [], catalogue, reruns=0, give_up_after=0, run=failing)
+    assert calls == names
+
+    def first_passes(name, runs_dir, overrides):
+        if name == "a":
+            return {"run_dir": _run(tmp_path, "a", [(1.5, "stop", {}, 100.0)], {}), "returncode": 0, "wall_s": 1.0,
+                    "log": tmp_path / "a.log"}
+        return failing(name, runs_dir, overrides)
+
+    calls.clear()
+    results = run_suite(names, tmp_path / "mixed", [], catalogue, reruns=0, run=first_passes)
+    assert calls == ["b", "c", "d"] and "error" not in results["a"]
+
+
 def test_the_first_evaluated_decision_of_each_window_is_scored_apart(tmp_path, catalogue):
     """first_decision_accuracy: per window, the first decision the model evaluated (a reused one is
     the previous answer again); a wrong one there is what the reused decisions after it repeat."""
