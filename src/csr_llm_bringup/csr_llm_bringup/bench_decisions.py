@@ -367,8 +367,9 @@ def run_with_reruns(name: str, runs_dir: Path, overrides: Sequence[str], reruns:
 def run_suite(names: Sequence[str], runs_dir: Path, overrides: Sequence[str], catalogue: Any, reruns: int = 1,
               rescore: bool = False, give_up_after: int = 2, run=None) -> Dict[str, Dict[str, Any]]:
     """Each scenario run (or, with `rescore`, re-read) and scored, in order. When the first
-    `give_up_after` scenarios all fail (0: never), the rest are not run: a cause they share (a
-    missing file, a bad override) would fail every one of them, each after its full wall limit."""
+    `give_up_after` scenarios all fail (0: never; not when re-scoring), the rest are not run: a cause
+    they share (a missing file, a bad override) would fail every one of them, each after its full
+    wall limit."""
     results: Dict[str, Dict[str, Any]] = {}
     for i, name in enumerate(names, 1):
         done: Dict[str, Any] = {"run_dir": runs_dir / name / "latest", "returncode": 0, "wall_s": 0.0}
@@ -377,7 +378,8 @@ def run_suite(names: Sequence[str], runs_dir: Path, overrides: Sequence[str], ca
             print(f"[bench-decisions] {i}/{len(names)} {name} ...", flush=True)
             done, again = run_with_reruns(name, runs_dir / name, overrides, reruns, run=run)
         results[name] = score_run(done, catalogue, again)
-        if give_up_after and i == give_up_after and all("error" in r for r in results.values()) and i < len(names):
+        first_failed = i == give_up_after and all("error" in r for r in results.values())
+        if give_up_after and not rescore and first_failed and i < len(names):
             reason = f"not run: the first {i} scenarios failed (see their runner logs)"
             print(f"[bench-decisions] {reason}; {len(names) - i} left", flush=True)
             results.update({rest: {"error": reason} for rest in names[i:]})

@@ -235,6 +235,9 @@ def test_the_suite_gives_up_when_its_first_scenarios_all_fail(tmp_path, catalogu
     calls.clear()
     results = run_suite(names, tmp_path / "mixed", [], catalogue, reruns=0, run=first_passes)
     assert calls == ["b", "c", "d"] and "error" not in results["a"]
+    # re-scoring runs nothing: every missing run is read (and reported failed), none skipped
+    rescored = run_suite(names, tmp_path / "missing", [], catalogue, rescore=True)
+    assert not any(r["error"].startswith("not run") for r in rescored.values())
 
 
 def test_the_first_evaluated_decision_of_each_window_is_scored_apart(tmp_path, catalogue):
