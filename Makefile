@@ -137,8 +137,9 @@ scene-keys: setup
 # generated situations plus the committed DAgger rounds (src/csr_llm_core/csr_llm_core/data/
 # intent_adapter_rounds/*.json.gz, the probes of recorded runs) -> the real Reasoner -> hidden states
 # -> fit; writes src/csr_llm_core/csr_llm_core/data/intent_adapter_gemma3_270m.npz, the bundled file (the
-# first time ~65 min on 2 cores (estimated from split recordings: 21 + ~45 min), one recording process per core (--jobs): 1,633 generated and 6,155 live probes;
-# then features are cached in build/intent_adapter and a refit takes ~2.5 min). ADAPTER_ARGS: intent_adapter_build's options.
+# first time ~65 min on 2 cores, estimated from split recordings (21 + ~45 min), one recording
+# process per core (--jobs): 1,633 generated and 6,155 live probes; then features are cached in
+# build/intent_adapter and a refit takes ~2.5 min). ADAPTER_ARGS: intent_adapter_build's options.
 .PHONY: intent-adapter intent-adapter-round
 intent-adapter: setup
 	$(PY) -m csr_llm_core.intent_adapter_build $(ADAPTER_ARGS)

@@ -177,8 +177,8 @@ def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
         "decisions_matched": matched,
         "hold_decisions": sum(r["hold_decisions"] for r in ok),
         "hold_violations": sum(r["hold_violations"] for r in ok),
-        "act_decisions": sum(r.get("act_decisions", 0) for r in ok),
-        "act_misses": sum(r.get("act_misses", 0) for r in ok),
+        "act_decisions": sum(r["act_decisions"] for r in ok),
+        "act_misses": sum(r["act_misses"] for r in ok),
         "first_decisions_scored": first_scored,
         "first_decisions_matched": first_matched,
         "first_decision_accuracy": _ratio(first_matched, first_scored),
@@ -378,8 +378,7 @@ def run_suite(names: Sequence[str], runs_dir: Path, overrides: Sequence[str], ca
             print(f"[bench-decisions] {i}/{len(names)} {name} ...", flush=True)
             done, again = run_with_reruns(name, runs_dir / name, overrides, reruns, run=run)
         results[name] = score_run(done, catalogue, again)
-        first_failed = i == give_up_after and all("error" in r for r in results.values())
-        if give_up_after and not rescore and first_failed and i < len(names):
+        if not rescore and i == give_up_after < len(names) and all("error" in r for r in results.values()):
             reason = f"not run: the first {i} scenarios failed (see their runner logs)"
             print(f"[bench-decisions] {reason}; {len(names) - i} left", flush=True)
             results.update({rest: {"error": reason} for rest in names[i:]})
