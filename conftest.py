@@ -1,10 +1,10 @@
 """Shared test set-up for every package: DDS on loopback in a private domain, repository paths,
-the intent catalogue and prompt layout. Helpers live in csr_llm_core.ros.testing."""
+the intent catalogue and prompt layout. Helpers live in csr_llm_common.ros.testing."""
 from pathlib import Path
 
 import pytest
 
-from csr_llm_core.ros.dds_env import localhost_dds_env
+from csr_llm_common.ros.dds_env import localhost_dds_env
 
 localhost_dds_env()
 
@@ -19,7 +19,7 @@ def config_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def catalogue():
-    from csr_llm_core.catalogue import IntentCatalogue
+    from csr_llm_common.catalogue import IntentCatalogue
     return IntentCatalogue.from_file(CONFIG / "intents.yaml")
 
 

@@ -20,6 +20,6 @@ setup(
     zip_safe=False,
     entry_points={"console_scripts": [
         "router_node = action_router.router_node:main",
-        "router_bench = action_router.bench:main",
+        "router_bench = action_router.lab.bench:main",
     ]},
 )

@@ -4,7 +4,7 @@ from setuptools import find_packages, setup
 
 PACKAGE = "csr_llm_bringup"
 # The workspace's config/ (profiles, node parameters, scenarios) ships in this package's share
-# directory, where csr_llm_bringup.paths finds it on an installed (colcon) workspace.
+# directory, where csr_llm_common.paths finds it on an installed (colcon) workspace.
 CONFIG = "../../config"
 
 setup(

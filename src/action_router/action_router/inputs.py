@@ -23,8 +23,8 @@ from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from csr_llm_core.catalogue import DecisionError, IntentCatalogue
-from csr_llm_core.faults import FaultLog
+from csr_llm_common.catalogue import DecisionError, IntentCatalogue
+from csr_llm_common.faults import FaultLog
 
 from .buffers import DoubleBuffer
 from .scene import EMPTY_SCENE, Scene, SceneObject

@@ -23,7 +23,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from csr_llm_core.catalogue import IntentCatalogue, PausedTask
+from csr_llm_common.catalogue import IntentCatalogue, PausedTask
 
 # MotorCommand.SOURCE_* values (kept here so this module stays free of ROS imports)
 SOURCE_NONE = 0

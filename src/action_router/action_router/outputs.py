@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
 import numpy as np
-from csr_llm_core.catalogue import PausedTask
+from csr_llm_common.catalogue import PausedTask
 
 from .interrupts import SOURCE_TASK
 

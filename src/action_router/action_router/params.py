@@ -13,16 +13,15 @@ router-wide default in the parameter of that name).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 import yaml
 
-from csr_llm_core.catalogue import IntentCatalogue
-from csr_llm_core.paths import expand_path
-from csr_llm_core.robot_description import GAIN_DEFAULTS, RobotDescription, load_robot_description
+from csr_llm_common.catalogue import IntentCatalogue
+from csr_llm_common.paths import config_dir, expand_path
+from csr_llm_common.robot_description import GAIN_DEFAULTS, RobotDescription, load_robot_description
 
 from .pid import Gains, gains_from_params
 from .scene import ReachTarget
@@ -46,7 +45,7 @@ DEFAULTS: Dict[str, Any] = {
     # control_hz timer only where none came for a period; timer: the control_hz timer alone;
     # joint_states: one tick per joint state and nothing else (simulation, replay: lockstep)
     "tick_source": "state_or_timer",
-    # where the control loop runs (csr_llm_core/realtime.py): CPUs in taskset syntax ("" = any) for
+    # where the control loop runs (csr_llm_common/realtime.py): CPUs in taskset syntax ("" = any) for
     # every thread of the router, and SCHED_FIFO priority 1-99 for the spin thread (0 = normal)
     "cpu_affinity": "",
     "control_priority": 0,
@@ -130,21 +129,9 @@ DEFAULTS: Dict[str, Any] = {
     "intents_file": "",
 }
 
-def repo_config_dir() -> Path:
-    """config/ of the workspace (env CSR_LLM_CONFIG_DIR overrides)."""
-    env = os.environ.get("CSR_LLM_CONFIG_DIR")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "config" / "intents.yaml").is_file():
-            return parent / "config"
-    return here.parents[3] / "config"
-
-
 def robot_description(overrides: Optional[Mapping[str, Any]] = None) -> RobotDescription:
     path = expand_path(str((overrides or {}).get("robot_description_file") or ""))
-    return load_robot_description(path or repo_config_dir() / "robot_description.yaml")
+    return load_robot_description(path or config_dir() / "robot_description.yaml")
 
 
 def description_defaults(description: RobotDescription) -> Dict[str, Any]:
@@ -228,7 +215,7 @@ def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
     gain_params.update({k: v for k, v in overrides.items() if k.startswith("gains.")})
     gains = gains_from_params(joints, gain_params)
     params.update(gain_params)
-    cfg_dir = repo_config_dir()
+    cfg_dir = config_dir()
     sub_path = Path(expand_path(params["subtasks_file"]) or cfg_dir / "router_subtasks.yaml")
     int_path = Path(expand_path(params["intents_file"]) or cfg_dir / "intents.yaml")
     sub = load_yaml(sub_path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from builtin_interfaces.msg import Time
-from csr_llm_core.ros.intent_args import dict_to_arguments
+from csr_llm_common.ros.intent_args import dict_to_arguments
 from csr_llm_msgs.msg import MotorCommand, RouterStatus
 
 from .outputs import Command, RouterStatusSnapshot

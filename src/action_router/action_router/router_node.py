@@ -35,13 +35,13 @@ from geometry_msgs.msg import Twist
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, Header, String
 
-from csr_llm_core.ros import qos
-from csr_llm_core.ros.intent_args import arguments_to_dict
-from csr_llm_core.ros.node import run_lifecycle_node, stamp_or_now
-from csr_llm_core.realtime import pin_threads, raise_priority
-from csr_llm_core.ros.params import declare_all, parameter_values
-from csr_llm_core.ros.spin import take_waiting
-from csr_llm_core.ros.stamps import stamp_to_sec
+from csr_llm_common.ros import qos
+from csr_llm_common.ros.intent_args import arguments_to_dict
+from csr_llm_common.ros.node import run_lifecycle_node, stamp_or_now
+from csr_llm_common.realtime import pin_threads, raise_priority
+from csr_llm_common.ros.params import declare_all, parameter_values
+from csr_llm_common.ros.spin import take_waiting
+from csr_llm_common.ros.stamps import stamp_to_sec
 from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
 
 from .camera_features import CameraFeatures

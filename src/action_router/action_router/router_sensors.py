@@ -15,8 +15,8 @@ from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Image, Imu, Range, Temperature
 from std_msgs.msg import Float32MultiArray, Header, String
 
-from csr_llm_core.ros import qos
-from csr_llm_core.ros.geometry import yaw_from_quaternion
+from csr_llm_common.ros import qos
+from csr_llm_common.ros.geometry import yaw_from_quaternion
 from csr_llm_msgs.msg import Decision, DetectedObjects
 
 from .camera_features import CameraFeatures, depth_from_image

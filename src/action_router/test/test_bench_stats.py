@@ -1,7 +1,7 @@
 """bench-router's DDS statistics: order-statistic confidence interval, summaries, loop period."""
 import numpy as np
 
-from action_router.bench_dds import period_stats, quantile_ci, summarise
+from action_router.lab.bench_dds import period_stats, quantile_ci, summarise
 
 
 def test_p99_interval_brackets_the_true_quantile_of_a_known_distribution():

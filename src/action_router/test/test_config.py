@@ -4,10 +4,11 @@ goals, reach targets) exists; anything else is a clear load error."""
 import pytest
 import yaml
 
-from action_router.params import make_config, repo_config_dir
+from action_router.params import make_config
+from csr_llm_common.paths import config_dir
 from action_router.router import Router
 
-DEFAULT = yaml.safe_load((repo_config_dir() / "router_subtasks.yaml").read_text())
+DEFAULT = yaml.safe_load((config_dir() / "router_subtasks.yaml").read_text())
 
 
 def config_with(tmp_path, edit):

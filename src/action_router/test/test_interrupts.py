@@ -6,8 +6,8 @@ from action_router.interrupts import (GROUPS, SOURCE_INTERRUPT, SOURCE_NONE, SOU
 from dataclasses import replace
 
 from builtin_interfaces.msg import Time
-from csr_llm_core.catalogue import PausedTask
-from csr_llm_core.ros.intent_args import arguments_to_dict
+from csr_llm_common.catalogue import PausedTask
+from csr_llm_common.ros.intent_args import arguments_to_dict
 
 from action_router.router_messages import router_status_message
 from router_rig import Rig

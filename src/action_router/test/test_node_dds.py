@@ -17,9 +17,9 @@ from lifecycle_msgs.srv import ChangeState, GetState
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
-from csr_llm_core.ros.intent_args import arguments_to_dict, dict_to_arguments
-from csr_llm_core.ros.spin import spinning
-from csr_llm_core.ros.testing import wait_for
+from csr_llm_common.ros.intent_args import arguments_to_dict, dict_to_arguments
+from csr_llm_common.ros.spin import spinning
+from csr_llm_common.ros.testing import wait_for
 import pytest
 
 pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)

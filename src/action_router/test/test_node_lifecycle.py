@@ -7,7 +7,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from std_msgs.msg import Float64MultiArray
-from csr_llm_core.ros.spin import spinning
+from csr_llm_common.ros.spin import spinning
 from action_router.router_node import RouterNode
 import pytest
 

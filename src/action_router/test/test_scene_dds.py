@@ -10,8 +10,8 @@ import yaml
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from csr_llm_core.ros.spin import spinning
-from csr_llm_core.ros.testing import start_node, stop_node, wait_for
+from csr_llm_common.ros.spin import spinning
+from csr_llm_common.ros.testing import start_node, stop_node, wait_for
 from csr_llm_msgs.msg import Decision, MotorCommand
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float32MultiArray, String

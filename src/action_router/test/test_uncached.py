@@ -106,7 +106,7 @@ def test_uncached_reference_does_not_depend_on_the_previous_frames_state():
 
 
 def test_bench_scales_the_cached_gains_until_the_baselines_tracking_is_matched():
-    from action_router.bench import at_matched_tracking, scaled_gains
+    from action_router.lab.bench import at_matched_tracking, scaled_gains
     from action_router.params import make_config
     base = make_config()
     cfg = make_config(scaled_gains(2.0))
@@ -119,7 +119,7 @@ def test_bench_scales_the_cached_gains_until_the_baselines_tracking_is_matched()
 
 
 def test_the_jitter_at_equal_tracking_is_interpolated_between_the_runs_around_it():
-    from action_router.bench import at_matched_tracking, run_closed_loop
+    from action_router.lab.bench import at_matched_tracking, run_closed_loop
     run = run_closed_loop(3000, True, gain_scale=1.5)          # seeded: the run the search makes
     before = {"tracking_rms": run["tracking_rms"] + 0.004, "jitter": run["jitter"] / 2}
     target = {"tracking_rms": run["tracking_rms"] + 0.001, "jitter": 4 * run["jitter"]}   # a quarter of the way

@@ -5,7 +5,6 @@ files, so bags we write embed our definitions and open in `ros2 bag`/Foxglove el
 """
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
@@ -13,17 +12,9 @@ from typing import Optional
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-_SOURCE_MSGS = Path(__file__).resolve().parents[2] / "msgs" / "msg"
+from csr_llm_common.paths import msg_dir
+
 STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
-
-
-def msg_dir() -> Path:
-    """Our .msg files: the installed share directory, else the source tree."""
-    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
-        candidate = Path(prefix) / "share" / "csr_llm_msgs" / "msg"
-        if prefix and candidate.is_dir():
-            return candidate
-    return _SOURCE_MSGS
 
 
 @lru_cache(maxsize=1)

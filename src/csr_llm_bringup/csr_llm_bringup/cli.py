@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from csr_llm_core.ros.dds_env import localhost_dds_env
+from csr_llm_common.ros.dds_env import localhost_dds_env
 
 from .graph import ProfileError, add_override, load_profile
 from .runner import GraphRunner, LaunchError

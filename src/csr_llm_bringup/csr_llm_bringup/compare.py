@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, cast
 import numpy as np
 from rosbags.highlevel import AnyReader
 
-from csr_llm_core.ros.stamps import stamp_to_sec
+from csr_llm_common.ros.stamps import stamp_to_sec
 
 from .bags import typestore
 

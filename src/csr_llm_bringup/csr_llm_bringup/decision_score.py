@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from csr_llm_common.stats import percentile, round_or_none, wilson_interval  # noqa: F401 (re-exported)
+
 MATCH, MISMATCH, UNSCORED = "match", "mismatch", "unscored"
 EXPECT_NONE = "none"
 _EXPECT_KEYS = {"intents", "args"}
@@ -105,7 +107,7 @@ def parse_expectation(raw: Any, catalogue: Any = None) -> Optional[Expectation]:
 
     Accepted: ``none``; an intent name; a list of intent names; or a mapping
     ``{intents: [names], args: {intent.argument: value | [values] | {min, max}}}``.
-    With a catalogue (csr_llm_core.catalogue.IntentCatalogue), intent names, argument names and
+    With a catalogue (csr_llm_common.catalogue.IntentCatalogue), intent names, argument names and
     values are checked against it. Also reads the JSON form written by Expectation.to_json().
     """
     if raw is None:
@@ -193,7 +195,7 @@ def _parse_constraint(key: str, raw: Any, intents: Sequence[str], catalogue: Any
 def _check_value(spec: Any, value: Any, where: str) -> None:
     try:
         spec.check(value)
-    except ValueError as err:   # csr_llm_core.catalogue.DecisionError
+    except ValueError as err:   # csr_llm_common.catalogue.DecisionError
         raise ExpectationError(f"{where}: {err}") from None
 
 
@@ -348,32 +350,6 @@ def chance_of_match(expectation: Expectation, catalogue: Any) -> float:
                     p *= max(0.0, high - low) / (spec.maximum - spec.minimum)
         total += p
     return total
-
-
-def wilson_interval(successes: int, trials: int, z: float = 1.96) -> Tuple[float, float]:
-    """95 % Wilson score interval of a proportion (0, 1 with no trials)."""
-    if trials <= 0:
-        return 0.0, 1.0
-    p = successes / trials
-    denom = 1.0 + z * z / trials
-    centre = (p + z * z / (2 * trials)) / denom
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def percentile(values: Sequence[float], q: float) -> Optional[float]:
-    """Linear-interpolation percentile (numpy's default), None for no values."""
-    if not values:
-        return None
-    s = sorted(values)
-    pos = (len(s) - 1) * q / 100.0
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def round_or_none(value: Optional[float], digits: int) -> Optional[float]:
-    return None if value is None else round(float(value), digits)
 
 
 def changes_from_records(records: Iterable[Mapping[str, Any]]) -> List[ExpectationChange]:

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import yaml
 
-from .paths import config_dir
+from csr_llm_common.paths import config_dir
 
 
 class ProfileError(ValueError):

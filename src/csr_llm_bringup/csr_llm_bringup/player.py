@@ -27,8 +27,8 @@ from rclpy.node import Node
 from builtin_interfaces.msg import Time
 from rosgraph_msgs.msg import Clock
 from csr_llm_msgs.msg import CsrStatus, Decision, MotorCommand, RouterStatus
-from csr_llm_core.ros import qos
-from csr_llm_core.ros.stamps import sec_to_stamp, stamp_to_sec
+from csr_llm_common.ros import qos
+from csr_llm_common.ros.stamps import sec_to_stamp, stamp_to_sec
 
 from .bag_io import BagReport, read_messages, to_ros_message
 from .bags import import_message_class, typestore

@@ -14,11 +14,11 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
-from csr_llm_core.faults import FaultLog
-from csr_llm_core.ros import qos as suite_qos
-from csr_llm_core.ros.node import run_node
-from csr_llm_core.ros.qos import RECORDING_DEPTH
-from csr_llm_core.ros.stamps import stamp_to_sec
+from csr_llm_common.faults import FaultLog
+from csr_llm_common.ros import qos as suite_qos
+from csr_llm_common.ros.node import run_node
+from csr_llm_common.ros.qos import RECORDING_DEPTH
+from csr_llm_common.ros.stamps import stamp_to_sec
 
 from .bags import import_message_class, open_writer, ros_type_name, typestore
 from .run_report import RunStats

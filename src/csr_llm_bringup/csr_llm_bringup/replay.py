@@ -14,7 +14,7 @@ from typing import Mapping, Optional, Sequence
 
 from rclpy.node import Node
 
-from csr_llm_core.ros.spin import spinning
+from csr_llm_common.ros.spin import spinning
 
 from .bag_io import BagError, inspect_bag
 from .compare import compare, read_outputs

@@ -334,8 +334,8 @@ def _intent_order(score: DecisionScore) -> List[str]:
     """Rows of the timeline: the catalogue's intents (config/intents.yaml) first, then any other."""
     names: List[str] = []
     try:
-        from csr_llm_core.catalogue import IntentCatalogue
-        from .paths import config_file
+        from csr_llm_common.catalogue import IntentCatalogue
+        from csr_llm_common.paths import config_file
         names = IntentCatalogue.from_file(config_file("intents.yaml")).names
     except (OSError, ValueError):
         pass

@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Sequence, TextIO, Tuple
 
 import yaml
 
-from csr_llm_core.ros.dds_env import localhost_dds_env
+from csr_llm_common.ros.dds_env import localhost_dds_env
 
 from .graph import NodeSpec, Profile
 from .process_cpu import CpuSeries, process_cpu_s

@@ -12,7 +12,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 import csr_llm_msgs.msg as csr_msgs
-from csr_llm_core.ros_conversions import message_to_dict
+from csr_llm_common.ros_conversions import message_to_dict
 
 
 def main() -> int:

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from csr_llm_bringup.adapter_replay import load_weights, scenario_counts, summarize, table
+from csr_llm_bringup.lab.adapter_replay import load_weights, scenario_counts, summarize, table
 
 
 def _probes():

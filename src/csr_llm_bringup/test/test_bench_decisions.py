@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from csr_llm_bringup.bench_decisions import (bench_json, compare, plot, scenario_bootstrap_ci, scenario_result,
+from csr_llm_bringup.lab.bench_decisions import (bench_json, compare, plot, scenario_bootstrap_ci, scenario_result,
                                              suite_scenarios, table)
 from csr_llm_bringup.decision_score import wilson_interval
 from csr_llm_bringup.run_report import RunStats
@@ -179,7 +179,7 @@ def test_compare_lists_each_scenario_and_the_paired_change():
 def test_a_failed_run_is_run_again_and_its_log_kept(tmp_path):
     """A bench run whose recorder hung was SIGKILLed (exit 1) and lost its scenario; the run is
     reproducible, so it is run again, and the failed run's log stays for the diagnosis."""
-    from csr_llm_bringup.bench_decisions import run_with_reruns
+    from csr_llm_bringup.lab.bench_decisions import run_with_reruns
     codes = iter([1, 0])
     calls = []
 
@@ -207,7 +207,7 @@ def test_the_suite_gives_up_when_its_first_scenarios_all_fail(tmp_path, catalogu
     """A cause every run shares (here: each exits 2) fails the first two scenarios and their reruns;
     the rest are listed as not run instead of each failing after its wall limit. One success first
     and the suite runs on whatever fails later."""
-    from csr_llm_bringup.bench_decisions import run_suite
+    from csr_llm_bringup.lab.bench_decisions import run_suite
     calls = []
 
     def failing(name, runs_dir, overrides):         # stands in for the lockstepped graph

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.dds, pytest.mark.slow]
 def test_one_scenario_through_the_graph_is_scored(tmp_path, catalogue, template, monkeypatch):
     out, png = tmp_path / "decisions.json", tmp_path / "decisions.png"
     result = subprocess.run(
-        [sys.executable, "-m", "csr_llm_bringup.bench_decisions", "--scenarios", "door_open",
+        [sys.executable, "-m", "csr_llm_bringup.lab.bench_decisions", "--scenarios", "door_open",
          "--runs-dir", str(tmp_path / "runs"), "--out", str(out), "--plot", str(png)],
         capture_output=True, text=True, timeout=400)
     output = result.stdout + result.stderr
@@ -43,9 +43,9 @@ def test_one_scenario_through_the_graph_is_scored(tmp_path, catalogue, template,
 
     # the run as an adapter training stream: each scored decision is a probe on the chunks its
     # prefix held, and deciding those probes offline gives the decisions the live graph made
-    from csr_llm_core.decision_eval import evaluate
+    from csr_llm_core.lab.decision_eval import evaluate
     from csr_llm_core.engine import LlamaEngine
-    from csr_llm_core.live_episodes import run_stream
+    from csr_llm_core.lab.live_episodes import run_stream
     recorded = run_stream(run)
     counts, stream = recorded.counts, recorded.stream
     assert counts["probes"] + counts["unseen"] == scenario["decisions_scored"]

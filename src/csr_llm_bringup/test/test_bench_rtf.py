@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from csr_llm_bringup.bench_rtf import DEFAULT_VARIANTS, parse_variant, run_figures, summarise, table
+from csr_llm_bringup.lab.bench_rtf import DEFAULT_VARIANTS, parse_variant, run_figures, summarise, table
 from csr_llm_bringup.run_report import RunStats
 
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 import yaml
 
-from csr_llm_bringup.paths import config_dir
+from csr_llm_common.paths import config_dir
 
 pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
 

@@ -21,9 +21,9 @@ from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import Imu, JointState, Temperature
 from std_msgs.msg import Float64MultiArray, String
 from csr_llm_msgs.msg import CsrStatus, Decision, IntentArgument, MotorCommand, RouterStatus, StateChunk
-from csr_llm_core.ros import qos
-from csr_llm_core.ros.spin import spinning
-from csr_llm_core.ros.testing import JointStream, print_recovery, start_node, stop_node, wait_for
+from csr_llm_common.ros import qos
+from csr_llm_common.ros.spin import spinning
+from csr_llm_common.ros.testing import JointStream, print_recovery, start_node, stop_node, wait_for
 
 pytestmark = [pytest.mark.dds, pytest.mark.slow]
 

@@ -25,9 +25,9 @@ from rclpy.node import Node
 
 from std_msgs.msg import String
 from csr_llm_msgs.msg import CsrStatus, Decision, MotorCommand, RouterStatus
-from csr_llm_core.ros import qos
-from csr_llm_core.ros.spin import spinning
-from csr_llm_core.ros.testing import ChildOutput, JointStream, print_recovery, start_node, stop_node, wait_for
+from csr_llm_common.ros import qos
+from csr_llm_common.ros.spin import spinning
+from csr_llm_common.ros.testing import ChildOutput, JointStream, print_recovery, start_node, stop_node, wait_for
 from action_router.params import make_config
 
 pytestmark = [pytest.mark.dds, pytest.mark.slow]

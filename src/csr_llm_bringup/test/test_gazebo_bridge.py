@@ -6,8 +6,8 @@ from rclpy.node import Node
 
 from action_router.router_node import RouterNode
 from csr_llm_core.aggregator_node import AggregatorNode
-from csr_llm_bringup.paths import config_dir
-from csr_llm_core.ros.spin import spinning
+from csr_llm_common.paths import config_dir
+from csr_llm_common.ros.spin import spinning
 import pytest
 
 pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)

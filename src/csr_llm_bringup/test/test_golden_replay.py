@@ -16,8 +16,8 @@ from rosbags.highlevel import AnyReader
 
 from csr_llm_bringup.bags import typestore
 from csr_llm_bringup.compare import read_outputs
-from csr_llm_bringup.paths import config_dir
-from csr_llm_core.ros.stamps import stamp_to_sec
+from csr_llm_common.paths import config_dir
+from csr_llm_common.ros.stamps import stamp_to_sec
 
 pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
 
@@ -129,7 +129,7 @@ def _cut_after_the_arm_moved(seconds: float = 2.0) -> float:
     """A replay length `seconds` after the golden run's first arm task starts, moved off its events
     by >= 0.3 s (a cut there would split an event from the decision it triggers). The golden bag is
     recorded with the bundled adapter, whose first decisions decide when the arm starts."""
-    from csr_llm_core.live_episodes import read_topics, stamp_s
+    from csr_llm_core.lab.live_episodes import read_topics, stamp_s
     start = next(d.t for d in read_outputs(GOLDEN).decisions if d.intent in ("open_door", "pick_object"))
     events = [stamp_s(c.header) for c in read_topics(GOLDEN, ["state_chunks"])["state_chunks"] if c.kind == 0]
     cut = start + seconds

@@ -1,4 +1,4 @@
-"""A recorded run read back as an adapter training stream (csr_llm_core/live_episodes.py): the
+"""A recorded run read back as an adapter training stream (csr_llm_core/lab/live_episodes.py): the
 recorder's scored decisions joined with the bag's decisions, chunks and router reports."""
 import json
 
@@ -6,7 +6,7 @@ import pytest
 from rclpy.serialization import serialize_message
 
 from csr_llm_bringup.bags import open_writer, typestore
-from csr_llm_core.live_episodes import run_stream
+from csr_llm_core.lab.live_episodes import run_stream
 from csr_llm_msgs.msg import CsrStatus, Decision, IntentArgument, RouterStatus, StateChunk
 
 

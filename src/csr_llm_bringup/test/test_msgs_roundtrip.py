@@ -12,8 +12,8 @@ from builtin_interfaces.msg import Time
 from std_msgs.msg import Header
 from csr_llm_msgs.msg import (CsrStatus, Decision, IntentArgument, MotorCommand, RouterStatus,
                               StateChunk)
-from csr_llm_core.ros_conversions import message_to_dict
-from csr_llm_core.ros.spin import spinning
+from csr_llm_common.ros_conversions import message_to_dict
+from csr_llm_common.ros.spin import spinning
 import pytest
 
 pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)

@@ -12,8 +12,8 @@ from sensor_msgs.msg import Range
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import Header, String
 from csr_llm_msgs.msg import Decision
-from csr_llm_core.ros.spin import spinning
-from csr_llm_core.ros.stamps import sec_to_stamp, stamp_to_sec
+from csr_llm_common.ros.spin import spinning
+from csr_llm_common.ros.stamps import sec_to_stamp, stamp_to_sec
 from csr_llm_bringup.bag_io import inspect_bag
 from csr_llm_bringup.player import BagPlayer
 

@@ -7,7 +7,7 @@ import pytest
 from rclpy.parameter import Parameter
 
 from csr_llm_bringup.recorder_node import RecorderNode
-from csr_llm_core.ros.spin import spinning
+from csr_llm_common.ros.spin import spinning
 
 pytestmark = pytest.mark.dds
 

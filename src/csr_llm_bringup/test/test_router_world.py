@@ -11,8 +11,8 @@ from action_router.router_node import RouterNode
 from action_router.scene import SceneFrames, choose_reach
 from csr_llm_bringup.sim.robot_model import DEFAULT_WORLD
 from csr_llm_bringup.sim.simulator import Simulator
-from csr_llm_core.ros.spin import spinning
-from csr_llm_core.ros.testing import wait_for
+from csr_llm_common.ros.spin import spinning
+from csr_llm_common.ros.testing import wait_for
 
 CFG = make_config()
 TARGET = CFG.reach_targets[0]

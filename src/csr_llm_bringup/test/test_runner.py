@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from csr_llm_bringup.paths import config_dir
-from csr_llm_core.ros.testing import ChildOutput
+from csr_llm_common.paths import config_dir
+from csr_llm_common.ros.testing import ChildOutput
 
 pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
 

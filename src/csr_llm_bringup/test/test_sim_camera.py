@@ -10,7 +10,7 @@ import pytest
 
 from action_router.camera_features import depth_from_image
 from action_router.depth_cnn import FEATURES, DepthFeatureExtractor
-from csr_llm_bringup.sim.bench_scene import EXPECTED, INTENT_OF, base_objects, route_once
+from csr_llm_bringup.lab.bench_scene import EXPECTED, INTENT_OF, base_objects, route_once
 from csr_llm_bringup.sim.depth_camera import CameraSpec, DepthCamera, mount_pose
 from csr_llm_bringup.sim.scene_keys import SceneMaker
 from action_router.params import make_config

@@ -15,8 +15,8 @@ from sensor_msgs.msg import Imu, JointState, Range, Temperature
 from std_msgs.msg import Float64MultiArray, String
 
 from csr_llm_msgs.msg import Decision
-from csr_llm_core.ros.spin import spinning
-from csr_llm_core.ros.testing import wait_for
+from csr_llm_common.ros.spin import spinning
+from csr_llm_common.ros.testing import wait_for
 import pytest
 
 pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from csr_llm_bringup.sim.robot_model import APPROACH_HANDLE_POSE, JOINTS
-from csr_llm_core.robot_description import load_robot_description
+from csr_llm_common.robot_description import load_robot_description
 from csr_llm_bringup.sim.simulator import Simulator
 from csr_llm_bringup.sim.thermal import ThermalModel
 

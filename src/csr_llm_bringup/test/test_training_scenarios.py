@@ -4,7 +4,7 @@ from pathlib import Path
 import yaml
 
 from csr_llm_bringup.sim.scenario import load_scenario
-from csr_llm_bringup.training_scenarios import INTERRUPTIONS, GOTO_ONLY, write_scenarios
+from csr_llm_bringup.lab.training_scenarios import INTERRUPTIONS, GOTO_ONLY, write_scenarios
 
 
 def test_generated_scenarios_load_and_are_reproducible(tmp_path):
@@ -85,7 +85,7 @@ def test_a_fetch_drives_to_the_warehouse_then_picks_and_resumes_the_stage_it_pau
 def test_a_round_records_the_adapter_its_runs_decide_with(tmp_path):
     from csr_llm_core.intent_adapter import DEFAULT_ADAPTER
     from csr_llm_core.model import sha256_file
-    from csr_llm_bringup.training_scenarios import decided_with
+    from csr_llm_bringup.lab.training_scenarios import decided_with
     bundled = sha256_file(DEFAULT_ADAPTER)[:16]
     assert decided_with(24, 6, []) == {"count": 24, "seed": 6, "bundled_adapter_sha256": bundled,
                                        "adapter_sha256": bundled, "overrides": []}
@@ -106,7 +106,7 @@ def test_a_round_is_scored_like_the_bench_so_two_rounds_of_one_seed_compare(tmp_
     import json
     from csr_llm_bringup import bench_decisions
     from csr_llm_bringup.run_report import RunStats
-    from csr_llm_bringup.training_scenarios import main
+    from csr_llm_bringup.lab.training_scenarios import main
     codes = {"train_000": iter([0]), "train_001": iter([1, 1])}
 
     def graph_run(name, runs_dir, overrides):

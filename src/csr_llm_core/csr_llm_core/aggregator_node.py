@@ -15,11 +15,11 @@ from std_msgs.msg import String
 from csr_llm_msgs.msg import StateChunk
 
 from .aggregator import DEFAULT_SOURCES, Aggregator, AggregatorConfig, SampleError, TopicSpec
-from .faults import FaultLog
-from .ros import qos
-from .ros.geometry import yaw_from_quaternion
-from .ros.node import run_node, stamp_or_now
-from .ros.stamps import set_stamp
+from csr_llm_common.faults import FaultLog
+from csr_llm_common.ros import qos
+from csr_llm_common.ros.geometry import yaw_from_quaternion
+from csr_llm_common.ros.node import run_node, stamp_or_now
+from csr_llm_common.ros.stamps import set_stamp
 
 MESSAGE_TYPES = {"joint_states": JointState, "imu": Imu, "odometry": Odometry, "temperature": Temperature,
                  "wrench": WrenchStamped, "event": String}

@@ -15,11 +15,11 @@ import re
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from .catalogue import DecisionError, IntentCatalogue, PausedTask
+from csr_llm_common.catalogue import DecisionError, IntentCatalogue, PausedTask
 from .csr_state import Chunk, KIND_EVENT
 from .grammar import DecisionGrammar
 from .intent_adapter import DEFAULT_ADAPTER, AdapterMismatch, IntentAdapter, cache_kind, head_digest
-from .paths import expand_path
+from csr_llm_common.paths import expand_path
 from .prompt import CONTENT_FREE_EVENTS, TURN_CLOSE, PromptTemplate, chunk_line, tokenize_suffix
 
 Tokenize = Callable[[str], List[int]]

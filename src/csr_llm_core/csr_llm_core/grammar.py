@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, FrozenSet, Generator, Iterator, List, Op
 
 import numpy as np
 
-from .catalogue import ArgumentSpec, IntentCatalogue, ParsedDecision
+from csr_llm_common.catalogue import ArgumentSpec, IntentCatalogue, ParsedDecision
 
 Tokenize = Callable[[str], List[int]]
 _Op = Tuple[List[int], np.ndarray]     # what a decode program yields: (tokens to feed, allowed ids)

@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Seq
 from urllib.parse import urlsplit
 
 from .backend import BackendUnavailable, DecisionRefused, sync_cache
-from .catalogue import DecisionError, ParsedDecision
+from csr_llm_common.catalogue import DecisionError, ParsedDecision
 from .engine import ContextFullError, DecodeResult
 from .grammar import DecisionGrammar
 from .prompt import SCAFFOLD

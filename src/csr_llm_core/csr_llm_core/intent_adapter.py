@@ -10,7 +10,7 @@ to those log-probabilities, computed from the model's final hidden state at that
 This is the same as fine-tuning the output-embedding rows of the intent tokens (a low-rank update
 of the LM head where the choice is made): the model reads the state and the question, the adapter
 only re-weighs how its final representation maps to the catalogue. It is trained by
-`python -m csr_llm_core.intent_adapter_build` (`make intent-adapter`) from generated situations
+`python -m csr_llm_core.lab.intent_adapter_build` (`make intent-adapter`) from generated situations
 (decision_training.py), never from a model's answers, and is valid only for the model file, prompt
 head and catalogue it was trained with: `load` refuses anything else with one reason, and the
 reasoner then decides without it (calibrated as configured). Plain module: numpy (scipy for the fit).

@@ -25,7 +25,7 @@ from typing import List, Mapping, Sequence, Tuple, Union
 
 import yaml
 
-from .catalogue import IntentCatalogue
+from csr_llm_common.catalogue import IntentCatalogue
 
 SCAFFOLD = '{"intent": "'
 TURN_OPEN = "<start_of_turn>user\n"

@@ -43,7 +43,7 @@ from typing import List, Optional, Sequence, Union
 
 from .archive_recall import ArchiveRecall, archive_header
 from .backend import BackendUnavailable, DecisionRefused, NoResourceAvailable, ReasoningBackend
-from .catalogue import IntentCatalogue, PausedTask
+from csr_llm_common.catalogue import IntentCatalogue, PausedTask
 from .csr_state import CachedState, Chunk, ChunkArchive, KIND_EVENT
 from .decision_memo import DecisionMemo, decision_key
 from .decision_prompt import DecisionPrompt

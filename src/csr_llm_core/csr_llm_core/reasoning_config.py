@@ -15,7 +15,7 @@ from .csr_state import session_archive_path
 from .engine import LlamaEngine
 from .http_backend import HttpBackend, RemoteResource
 from .model import default_cache_dir
-from .paths import expand_path
+from csr_llm_common.paths import expand_path
 from .reasoner import ReasonerConfig
 
 DECISION_TRIGGERS = ("clock", "chunks")

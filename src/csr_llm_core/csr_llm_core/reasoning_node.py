@@ -17,25 +17,25 @@ from std_msgs.msg import String
 from csr_llm_msgs.msg import CsrStatus, Decision, RouterStatus, StateChunk
 
 from .backend import BackendUnavailable, DecisionRefused, NoResourceAvailable
-from .catalogue import IntentCatalogue, PausedTask
+from csr_llm_common.catalogue import IntentCatalogue, PausedTask
 from .csr_state import ChunkRejected, new_session_id
 from .engine import StateFileError
 from .failover import ResourceHealth
-from .faults import FaultLog
+from csr_llm_common.faults import FaultLog
 from .http_backend import RemoteResource
 from .model import ModelFileError
-from .paths import expand_path, required_file
+from csr_llm_common.paths import expand_path, required_file
 from .prompt import PromptTemplate
 from .reasoner import Reasoner
-from .realtime import pin_threads
+from csr_llm_common.realtime import pin_threads
 from .reasoning_config import ReasoningNodeConfig, make_resources, resource_names
 from .running_task import RunningTask, RunningTaskHistory
-from .ros import qos
-from .ros.intent_args import arguments_to_dict, dict_to_arguments
-from .ros.node import run_node, thread_where
-from .ros.params import declare_dataclass
-from .ros.spin import take_waiting
-from .ros.stamps import set_stamp, stamp_to_sec
+from csr_llm_common.ros import qos
+from csr_llm_common.ros.intent_args import arguments_to_dict, dict_to_arguments
+from csr_llm_common.ros.node import run_node, thread_where
+from csr_llm_common.ros.params import declare_dataclass
+from csr_llm_common.ros.spin import take_waiting
+from csr_llm_common.ros.stamps import set_stamp, stamp_to_sec
 
 # At stop the decision thread finishes its decision (one took over 10 s on a slow AVX2-only machine);
 # with the steps after it, inside the 22 s destroy_node bound (ros/node.py) under the runner's 30 s grace.

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from typing import List, Optional
 
-from .catalogue import PausedTask
+from csr_llm_common.catalogue import PausedTask
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """bench-asr's split of decisions into those due inside a rebuild window and the others."""
-from csr_llm_core.bench_asr import cycles, rebuild_windows
+from csr_llm_core.lab.bench_asr import cycles, rebuild_windows
 
 
 def sample(t, latency, wait=0.0, catchup=0.0):

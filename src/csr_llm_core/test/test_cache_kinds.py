@@ -1,7 +1,7 @@
 """cache_kinds.compare: figures for two recordings of the same probes, checked on known numbers."""
 import numpy as np
 
-from csr_llm_core.cache_kinds import compare
+from csr_llm_core.lab.cache_kinds import compare
 
 
 def test_compare_counts_agreement_accuracy_and_discordant_probes_exactly():

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from csr_llm_core.catalogue import DecisionError
+from csr_llm_common.catalogue import DecisionError
 
 
 def test_a_valid_decision_is_typed(catalogue):
@@ -45,7 +45,7 @@ def test_the_decoder_clamps_generated_numbers_into_range(catalogue):
 
 def test_pausing_intents_pause_the_task_they_displace(catalogue):
     """pauses_task (stop, hold_position, back_off): the displaced task is kept until a task runs."""
-    from csr_llm_core.catalogue import CatalogueError, IntentCatalogue, PausedTask
+    from csr_llm_common.catalogue import CatalogueError, IntentCatalogue, PausedTask
     assert [n for n in catalogue.names if catalogue[n].pauses_task] == ["hold_position", "back_off", "stop"]
     task = PausedTask("move_to", {"zone": "warehouse", "speed": 0.3})
     assert catalogue.paused_after(task, None, "stop") == task

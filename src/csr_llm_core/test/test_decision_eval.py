@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from csr_llm_core.aggregator import KIND_EVENT
-from csr_llm_core.decision_eval import SITUATIONS, Probe, best_constant, build_streams, chance_level
+from csr_llm_core.lab.decision_eval import SITUATIONS, Probe, best_constant, build_streams, chance_level
 from csr_llm_core.grammar import DecisionGrammar
 from csr_llm_core.model import load_llama
 from csr_llm_core.prompt import PromptTemplate, tokenize_suffix
@@ -60,7 +60,7 @@ def test_the_paused_task_is_shown_only_as_a_valid_catalogued_decision(vocab, tem
     """The router reports the task stop/back_off/hold_position displaced; a paused task that is not a
     valid decision (unknown intent, out-of-range argument) is shown as nothing, with one warning."""
     import logging
-    from csr_llm_core.catalogue import PausedTask
+    from csr_llm_common.catalogue import PausedTask
     from csr_llm_core.decision_prompt import DecisionPrompt
     from dataclasses import replace
     template = replace(template, question="Events: {events}\nRunning task: {running}{paused}. Which action?",
@@ -84,7 +84,7 @@ def test_the_running_task_names_the_paused_task_through_a_pause(vocab, template,
     """With running_shows_paused_task, {running} is the task a stop/hold/back_off holds (the router
     resumes it), not the pause the model just decided; without a paused task, or off, as reported."""
     import logging
-    from csr_llm_core.catalogue import PausedTask
+    from csr_llm_common.catalogue import PausedTask
     from csr_llm_core.csr_state import Chunk
     from csr_llm_core.decision_prompt import DecisionPrompt
     from dataclasses import replace
@@ -110,7 +110,7 @@ def test_a_pause_holding_no_task_is_shown_as_nothing_running(vocab, template, ca
     """With bare_pause_shows_nothing, a stop/hold/back_off that holds no task is not the running task
     (the question says nothing runs, as before any task); one holding a task, or a task, is shown."""
     import logging
-    from csr_llm_core.catalogue import PausedTask
+    from csr_llm_common.catalogue import PausedTask
     from csr_llm_core.csr_state import Chunk
     from csr_llm_core.decision_prompt import DecisionPrompt
     from csr_llm_core.prompt import NOTHING_RUNNING

@@ -6,9 +6,9 @@ import pytest
 from csr_llm_core.csr_state import KIND_CONTINUOUS, KIND_EVENT
 from csr_llm_core.decision_memo import DecisionMemo, decision_key
 from csr_llm_core.engine import DecodeResult
-from csr_llm_core.catalogue import ParsedDecision
+from csr_llm_common.catalogue import ParsedDecision
 from csr_llm_core.reasoner import Reasoner, ReasonerConfig
-from csr_llm_core.synthetic import chunk_text
+from csr_llm_core.lab.synthetic import chunk_text
 
 
 def _result(text="stop"):
@@ -38,7 +38,7 @@ def test_the_memo_answers_only_for_equal_inputs():
 
 @pytest.mark.slow
 def test_an_unchanged_state_reuses_the_decision_a_changed_one_evaluates(engines, catalogue, tmp_path):
-    from csr_llm_core.decision_eval import BASELINE_PROMPT
+    from csr_llm_core.lab.decision_eval import BASELINE_PROMPT
     from csr_llm_core.prompt import PromptTemplate
     template = PromptTemplate.from_mapping(BASELINE_PROMPT)
     reasoner = Reasoner(engines[:1], catalogue, template, ReasonerConfig(tau_mem=2400, mode="sync"),

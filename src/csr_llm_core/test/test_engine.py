@@ -5,7 +5,7 @@ from csr_llm_core.engine import ContextFullError
 from csr_llm_core.grammar import DecisionGrammar
 from csr_llm_core.prompt import chunk_line
 
-from csr_llm_core.synthetic import chunk_text
+from csr_llm_core.lab.synthetic import chunk_text
 
 pytestmark = pytest.mark.slow   # real inference with the bundled model
 
@@ -90,7 +90,7 @@ def test_calibrated_grounded_decision_through_cached_prefix_equals_full_recomput
 
 def test_a_decision_the_grammar_fixes_entirely_still_reports_its_latency(engines, template, catalogue):
     """One intent without arguments: nothing to choose, the TTFT is the whole decision."""
-    from csr_llm_core.catalogue import IntentCatalogue
+    from csr_llm_common.catalogue import IntentCatalogue
     engine = engines[0]
     only = IntentCatalogue.from_mapping({"intents": {"stop": {}}})
     build_prefix(engine, template, catalogue, 400)

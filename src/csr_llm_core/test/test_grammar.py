@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from csr_llm_core.catalogue import CatalogueError, IntentCatalogue
+from csr_llm_common.catalogue import CatalogueError, IntentCatalogue
 from csr_llm_core.grammar import DecisionGrammar
 from csr_llm_core.model import load_llama
 

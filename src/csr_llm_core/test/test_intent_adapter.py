@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from csr_llm_core.catalogue import IntentCatalogue
-from csr_llm_core.decision_training import PAUSING, SAFE, generate
+from csr_llm_common.catalogue import IntentCatalogue
+from csr_llm_core.lab.decision_training import PAUSING, SAFE, generate
 from csr_llm_core.grammar import DecisionGrammar
 from csr_llm_core.intent_adapter import (AdapterMismatch, Anchors, IntentAdapter, accuracy, chosen_intents, fit,
                                         head_digest)
@@ -89,7 +89,7 @@ def test_memory_episodes_decide_on_a_fact_said_long_before(episodes):
 
 def test_committed_rounds_are_labelled_probes_on_the_chunks_before_them(catalogue):
     """The DAgger rounds the adapter is fitted on ship as probe files (live_probe_files.py)."""
-    from csr_llm_core.live_probe_files import committed_rounds, read, streams
+    from csr_llm_core.lab.live_probe_files import committed_rounds, read, streams
     files = committed_rounds()
     assert files, "no committed round"
     for path in files:
@@ -148,7 +148,7 @@ def test_fit_is_the_same_whatever_the_order_of_its_rows():
 
 
 def test_hold_weight_marks_the_probes_where_only_a_pause_is_acceptable(catalogue):
-    from csr_llm_core.intent_adapter_build import hold_only
+    from csr_llm_core.lab.intent_adapter_build import hold_only
     names = ["open_door", "move_to", "stop", "hold_position", "back_off"]
     accept = np.array([[0, 0, 1, 1, 0],         # stop or hold: acting would be the unsafe mistake
                        [1, 0, 1, 1, 0],         # carry on or pause
@@ -158,7 +158,7 @@ def test_hold_weight_marks_the_probes_where_only_a_pause_is_acceptable(catalogue
 
 
 def test_pause_errors_count_acting_where_only_a_pause_fits_and_pausing_where_only_a_task_fits(catalogue):
-    from csr_llm_core.intent_adapter_build import pause_errors
+    from csr_llm_core.lab.intent_adapter_build import pause_errors
     names = ["open_door", "move_to", "stop", "hold_position", "back_off"]
     accept = np.array([[0, 0, 1, 1, 0],         # pause only: chose move_to (acted)
                        [0, 0, 1, 1, 0],         # pause only: chose stop
@@ -217,7 +217,7 @@ def test_anchors_read_the_question_end_and_its_line_ends_newest_first():
 
 
 def test_a_build_parses_anchors_and_the_adapter_file_keeps_them(tmp_path, catalogue):
-    from csr_llm_core.intent_adapter_build import parse_anchors
+    from csr_llm_core.lab.intent_adapter_build import parse_anchors
     assert parse_anchors("last").count == 1
     assert parse_anchors("question_end,lines=2").to_meta() == {"lines": 2, "question_end": True}
     with pytest.raises(ValueError, match="unknown anchor"):
@@ -268,7 +268,7 @@ def test_bundled_adapter_loads_for_the_shipped_prompt_and_keeps_csr_equal_to_rec
     """The committed adapter fits the bundled model and config/prompt.yaml; CSR == recompute with it."""
     import yaml
     from csr_llm_core.reasoner import Reasoner, ReasonerConfig
-    from csr_llm_core.synthetic import chunk_text
+    from csr_llm_core.lab.synthetic import chunk_text
     template = PromptTemplate.from_mapping(yaml.safe_load((CONFIG / "prompt.yaml").read_text()))
     assert template.intent_adapter == "default"
     cached, fresh = engines
@@ -324,7 +324,7 @@ def test_offline_decisions_read_every_chunk_said_before_the_probe(engines, catal
     """Training and evaluation decide on the whole stream so far (no node appends between their
     decisions: a prefix lagging the suffix's events would teach the adapter another situation)."""
     import yaml
-    from csr_llm_core.decision_eval import evaluate
+    from csr_llm_core.lab.decision_eval import evaluate
     from csr_llm_core.prompt import chunk_line
     template = replace(PromptTemplate.from_mapping(yaml.safe_load((CONFIG / "prompt.yaml").read_text())),
                        calibrate=False, intent_adapter="")
@@ -377,7 +377,7 @@ def test_recording_in_several_processes_gives_the_probes_of_one_in_the_same_orde
     direction), so the check is each row's direction and that it is nearest to its own probe."""
     import yaml
     from csr_llm_core.engine import LlamaEngine
-    from csr_llm_core.intent_adapter_build import record
+    from csr_llm_core.lab.intent_adapter_build import record
     template = PromptTemplate.from_mapping(yaml.safe_load((CONFIG / "prompt.yaml").read_text()))
     settings = {"n_ctx": 3072, "n_threads": 1, "name": "recorder"}
     streams = generate(2, seed=21)      # one episode per process

@@ -9,9 +9,9 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from csr_llm_msgs.msg import CsrStatus, Decision, StateChunk
-from csr_llm_core.ros.qos import CHUNK_STREAM as CHUNK_QOS, DECISIONS as RELIABLE
-from csr_llm_core.ros.spin import spinning
-from csr_llm_core.ros.testing import start_node as start, stop_node as stop, wait_for
+from csr_llm_common.ros.qos import CHUNK_STREAM as CHUNK_QOS, DECISIONS as RELIABLE
+from csr_llm_common.ros.spin import spinning
+from csr_llm_common.ros.testing import start_node as start, stop_node as stop, wait_for
 
 pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
 

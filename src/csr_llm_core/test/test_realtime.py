@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from csr_llm_core.realtime import parse_cpu_list, pin_threads, raise_priority
+from csr_llm_common.realtime import parse_cpu_list, pin_threads, raise_priority
 
 
 def test_cpu_lists_in_taskset_syntax():

@@ -8,7 +8,7 @@ import pytest
 from csr_llm_core.csr_state import ChunkRejected, KIND_CONTINUOUS, KIND_EVENT
 from csr_llm_core.engine import LlamaEngine, StateFileError
 from csr_llm_core.reasoner import Reasoner, ReasonerConfig
-from csr_llm_core.synthetic import chunk_text
+from csr_llm_core.lab.synthetic import chunk_text
 
 pytestmark = pytest.mark.slow   # real inference with the bundled model
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow   # real inference with the bundled model
 def template():
     """Eviction/ASR mechanics are sized for the first release's short head (352 tokens); the
     configured prompt's head (~1.3K tokens) is exercised by the decision tests."""
-    from csr_llm_core.decision_eval import BASELINE_PROMPT
+    from csr_llm_core.lab.decision_eval import BASELINE_PROMPT
     from csr_llm_core.prompt import PromptTemplate
     return PromptTemplate.from_mapping(BASELINE_PROMPT)
 

@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from csr_llm_core.recall.episode import DatasetError, Episode, Question, Step, load_jsonl, save_jsonl
-from csr_llm_core.recall.families import COUNT_WORDS, FAMILIES, GENERATORS, balanced_sample, make_questions
-from csr_llm_core.recall.world import Fact, estimate_tokens, generate_history
+from csr_llm_core.lab.recall.episode import DatasetError, Episode, Question, Step, load_jsonl, save_jsonl
+from csr_llm_core.lab.recall.families import COUNT_WORDS, FAMILIES, GENERATORS, balanced_sample, make_questions
+from csr_llm_core.lab.recall.world import Fact, estimate_tokens, generate_history
 
 
 @pytest.fixture(scope="module")

@@ -8,14 +8,14 @@ import pytest
 from csr_llm_core.archive_recall import RECALL_HEADER, ArchiveRecall, ChunkIndex
 from csr_llm_core.csr_state import CachedState, Chunk, ChunkArchive
 from csr_llm_core.prompt import TURN_CLOSE, chunk_line
-from csr_llm_core.recall import bench
-from csr_llm_core.recall.episode import Episode, Question, Step
-from csr_llm_core.recall.families import GENERATORS
-from csr_llm_core.recall.methods import (ANSWER_SCAFFOLD, History, answer, choice_grammar, choice_texts, csr_prefix,
+from csr_llm_core.lab.recall import bench
+from csr_llm_core.lab.recall.episode import Episode, Question, Step
+from csr_llm_core.lab.recall.families import GENERATORS
+from csr_llm_core.lab.recall.methods import (ANSWER_SCAFFOLD, History, answer, choice_grammar, choice_texts, csr_prefix,
                                          head_text, query_text, retrieved_lines, suffix_segments, suffix_tokens,
                                          window_prefix)
-from csr_llm_core.recall.scoring import Outcome, auc, summarize, wilson
-from csr_llm_core.recall.world import generate_history
+from csr_llm_core.lab.recall.scoring import Outcome, auc, summarize
+from csr_llm_core.lab.recall.world import generate_history
 
 
 @pytest.fixture(scope="module")
@@ -137,10 +137,7 @@ def test_archive_recall_follows_the_file(tmp_path, caplog):
     assert [c.seq for c in recall.recall("attic", 5, 100).chunks] == [0, 1]
 
 
-def test_scoring_intervals_and_auc():
-    assert wilson(0, 0) == [0.0, 1.0]
-    low, high = wilson(8, 10)
-    assert (low, high) == (0.49, 0.943)          # Wilson 95% for 8 of 10
+def test_scoring_auc_and_summary():
     assert auc([2.0, 3.0], [1.0, 0.0]) == 1.0 and auc([1.0], [1.0]) == 0.5 and auc([], [1.0]) is None
     yes, no = Question("a?", ("yes", "no"), 0, "presence"), Question("b?", ("yes", "no"), 1, "presence")
     outcomes = [Outcome(yes, 4096, 0, [-0.1, -2.0], 10.0, True), Outcome(no, 4096, 0, [-0.5, -1.0], 20.0, None)]

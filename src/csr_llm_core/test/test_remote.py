@@ -18,7 +18,7 @@ from csr_llm_core.grammar import DecisionGrammar
 from csr_llm_core.http_backend import HttpBackend, RemoteResource, parse_decision, settled_text
 from csr_llm_core.prompt import chunk_line, tokenize_suffix
 from csr_llm_core.reasoner import Reasoner, ReasonerConfig
-from csr_llm_core.synthetic import chunk_text
+from csr_llm_core.lab.synthetic import chunk_text
 
 pytestmark = pytest.mark.slow   # real servers and real inference with the bundled model
 DATA = Path(__file__).parent / "data"
@@ -46,7 +46,7 @@ def server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def baseline_template():
     """The first release's short head (352 tokens): evictions come after few chunks."""
-    from csr_llm_core.decision_eval import BASELINE_PROMPT
+    from csr_llm_core.lab.decision_eval import BASELINE_PROMPT
     from csr_llm_core.prompt import PromptTemplate
     return PromptTemplate.from_mapping(BASELINE_PROMPT)
 
@@ -291,9 +291,9 @@ def test_reasoning_node_decides_on_server_slots_over_dds(server, catalogue, conf
     """The node wired to R1/R2 on two slots of a server: decisions flow, csr_status shows the cache hit."""
     from rclpy.node import Node
     from csr_llm_msgs.msg import CsrStatus, Decision, StateChunk
-    from csr_llm_core.ros.qos import CHUNK_STREAM, DECISIONS
-    from csr_llm_core.ros.spin import spinning
-    from csr_llm_core.ros.testing import start_node, stop_node, wait_for
+    from csr_llm_common.ros.qos import CHUNK_STREAM, DECISIONS
+    from csr_llm_common.ros.spin import spinning
+    from csr_llm_common.ros.testing import start_node, stop_node, wait_for
     params = [f"intents_file:={config_dir / 'intents.yaml'}", f"prompt_file:={config_dir / 'prompt.yaml'}",
               "tau_mem:=2048", "decision_hz:=0.0", "status_hz:=5.0", f"archive_path:={tmp_path / 'archive.jsonl'}",
               f"r1.url:={server.url}", "r1.slot:=0", f"r2.url:={server.url}", "r2.slot:=1",

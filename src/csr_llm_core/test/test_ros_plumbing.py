@@ -5,11 +5,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from csr_llm_core.faults import FaultLog
-from csr_llm_core.paths import expand_path, required_file
-from csr_llm_core.ros.geometry import yaw_from_quaternion
-from csr_llm_core.ros.intent_args import arguments_to_dict, dict_to_arguments
-from csr_llm_core.ros.stamps import sec_to_stamp, set_stamp, stamp_to_sec
+from csr_llm_common.faults import FaultLog
+from csr_llm_common.paths import expand_path, required_file
+from csr_llm_common.ros.geometry import yaw_from_quaternion
+from csr_llm_common.ros.intent_args import arguments_to_dict, dict_to_arguments
+from csr_llm_common.ros.stamps import sec_to_stamp, set_stamp, stamp_to_sec
 
 
 @pytest.mark.parametrize("seconds, sec, nanosec", [
@@ -69,7 +69,7 @@ def test_path_parameters_expand_home_and_variables(tmp_path, monkeypatch):
 
 
 def test_robot_description_file_matches_the_code_defaults(config_dir):
-    from csr_llm_core.robot_description import RobotDescriptionError, load_robot_description, \
+    from csr_llm_common.robot_description import RobotDescriptionError, load_robot_description, \
         robot_description_from_mapping
     description = load_robot_description(config_dir / "robot_description.yaml")
     assert description.joint_names[-1] == "gripper" and len(description.joints) == 5
@@ -93,7 +93,7 @@ def test_a_node_declares_its_parameters_from_a_dataclass():
     from csr_llm_core.http_backend import RemoteResource
     from csr_llm_core.reasoning_config import ReasoningNodeConfig
     from csr_llm_core.reasoner import ReasonerConfig
-    from csr_llm_core.ros.params import declare_dataclass, parameter_values
+    from csr_llm_common.ros.params import declare_dataclass, parameter_values
 
     context = Context()
     rclpy.init(context=context)
@@ -132,7 +132,7 @@ def test_a_node_declares_its_parameters_from_a_dataclass():
 def test_a_stop_that_leaves_a_busy_thread_behind_says_where_it_is():
     """The reasoning node's stop names the frames of a thread that did not finish in time."""
     import threading
-    from csr_llm_core.ros.node import thread_where
+    from csr_llm_common.ros.node import thread_where
     release = threading.Event()
 
     def stuck_in_a_decode():
@@ -153,7 +153,7 @@ def _interrupted(script: str):
     import signal
     import subprocess
     import sys
-    from csr_llm_core.ros.testing import ChildOutput
+    from csr_llm_common.ros.testing import ChildOutput
     output = ChildOutput(subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True))
     assert output.wait_for(lambda text: "up\n" in text, timeout=60), output.finish(timeout=0)[1]
@@ -164,7 +164,7 @@ def _interrupted(script: str):
 HANGING_TEARDOWN = """
 import time
 from rclpy.node import Node
-from csr_llm_core.ros import node as ros_node
+from csr_llm_common.ros import node as ros_node
 ros_node.TEARDOWN_DUMP_S = 0.5
 
 class Hangs(Node):
@@ -190,7 +190,7 @@ def test_a_node_stuck_in_its_teardown_prints_where_before_it_is_killed():
 
 HOLDS_THE_GIL = """
 from rclpy.node import Node
-from csr_llm_core.ros import node as ros_node
+from csr_llm_common.ros import node as ros_node
 
 def busy_in_c():
     print("up", flush=True)
@@ -212,7 +212,7 @@ def test_a_node_hung_with_the_gil_held_prints_its_stacks_on_sigusr1():
     import signal
     import subprocess
     import sys
-    from csr_llm_core.ros.testing import ChildOutput
+    from csr_llm_common.ros.testing import ChildOutput
     output = ChildOutput(subprocess.Popen([sys.executable, "-c", HOLDS_THE_GIL], stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True))
     try:
@@ -229,7 +229,7 @@ def test_a_node_hung_with_the_gil_held_prints_its_stacks_on_sigusr1():
 NEVER_DESTROYED = """
 import threading
 from rclpy.node import Node
-from csr_llm_core.ros import node as ros_node
+from csr_llm_common.ros import node as ros_node
 ros_node.DESTROY_NODE_S = 1.0
 
 class NeverDestroyed(Node):
@@ -300,7 +300,7 @@ def test_a_stop_during_a_decision_leaves_the_contexts_to_the_process_exit():
     from pathlib import Path
     config = Path(__file__).resolve().parents[3] / "config"
     script = STUCK_DECISION % (config / "intents.yaml", config / "prompt.yaml")
-    from csr_llm_core.ros.testing import ChildOutput
+    from csr_llm_common.ros.testing import ChildOutput
     output = ChildOutput(subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True))
     # "deciding" may share its line with a log line the main thread wrote meanwhile (unbuffered output)

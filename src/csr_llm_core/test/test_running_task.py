@@ -1,5 +1,5 @@
 """The router's reports by stamp: a decision stamped T reads the newest report stamped before T."""
-from csr_llm_core.catalogue import PausedTask
+from csr_llm_common.catalogue import PausedTask
 from csr_llm_core.running_task import RunningTask, RunningTaskHistory
 
 

@@ -24,7 +24,7 @@ from rclpy.executors import SingleThreadedExecutor
 
 from action_router.outputs import Command
 from action_router.router_node import RouterNode
-from csr_llm_core.ros.node import run_node
+from csr_llm_common.ros.node import run_node
 
 ROUTER_COMPONENT = ("action_router", "router_node")      # the only node the simulator hosts
 

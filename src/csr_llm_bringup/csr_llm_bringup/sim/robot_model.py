@@ -51,7 +51,7 @@ import copy
 import math
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from csr_llm_core.robot_description import LIMIT_KEYS
+from csr_llm_common.robot_description import LIMIT_KEYS
 
 from .depth_camera import ROBOT_GEOM_GROUP
 
@@ -60,9 +60,9 @@ WHEELS: List[str] = ["wheel_left", "wheel_right"]
 
 def default_limits() -> Dict[str, List[float]]:
     """Joint limits (JOINTS order) from config/robot_description.yaml, the file the router reads too."""
-    from csr_llm_core.robot_description import load_robot_description
+    from csr_llm_common.robot_description import load_robot_description
 
-    from ..paths import config_dir
+    from csr_llm_common.paths import config_dir
     description = load_robot_description(config_dir() / "robot_description.yaml")
     limits = description.limits()
     names = description.joint_names

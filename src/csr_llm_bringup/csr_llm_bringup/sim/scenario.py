@@ -198,7 +198,7 @@ def resolve_scenario_path(name_or_path: str) -> Path:
     p = Path(os.path.expanduser(str(name_or_path)))
     if p.suffix in (".yaml", ".yml") or p.is_file():
         return p
-    from ..paths import config_dir
+    from csr_llm_common.paths import config_dir
     return config_dir() / "scenarios" / f"{name_or_path}.yaml"
 
 

@@ -275,8 +275,8 @@ def conditions_hold(when: Dict[str, Any], world) -> bool:
 
 def default_catalogue():
     """The intent catalogue of this workspace (config/intents.yaml): what `expect` may name."""
-    from csr_llm_core.catalogue import CatalogueError, IntentCatalogue
-    from ..paths import config_file
+    from csr_llm_common.catalogue import CatalogueError, IntentCatalogue
+    from csr_llm_common.paths import config_file
     try:
         return IntentCatalogue.from_file(config_file("intents.yaml"))
     except CatalogueError as err:

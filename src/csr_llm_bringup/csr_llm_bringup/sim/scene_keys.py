@@ -35,7 +35,7 @@ import yaml
 from action_router.depth_cnn import CONV_SHAPES, DEFAULT_WEIGHTS, FEATURES, POOLED, VERSION, DepthFeatureExtractor, \
     seeded_convolutions
 
-from ..paths import config_dir
+from csr_llm_common.paths import config_dir
 from .depth_camera import CameraSpec
 from .simulator import Simulator
 

@@ -28,7 +28,7 @@ from sensor_msgs.msg import CameraInfo, Image, Imu, JointState, Range, Temperatu
 from std_msgs.msg import String
 
 from csr_llm_msgs.msg import DetectedObjects
-from csr_llm_core.ros import qos
+from csr_llm_common.ros import qos
 
 from .robot_model import JOINTS
 from .simulator import Simulator

@@ -43,14 +43,14 @@ from rosgraph_msgs.msg import Clock
 from std_msgs.msg import Float64MultiArray, String
 
 from csr_llm_msgs.msg import CsrStatus, Decision, MotorCommand, RouterStatus
-from csr_llm_core.faults import FaultLog
-from csr_llm_core.ros import qos
-from csr_llm_core.paths import expand_path
-from csr_llm_core.robot_description import load_robot_description
-from csr_llm_core.ros.params import declare_dataclass
-from csr_llm_core.ros.stamps import NS_PER_S, sec_to_ns, stamp_to_sec
+from csr_llm_common.faults import FaultLog
+from csr_llm_common.ros import qos
+from csr_llm_common.paths import expand_path
+from csr_llm_common.robot_description import load_robot_description
+from csr_llm_common.ros.params import declare_dataclass
+from csr_llm_common.ros.stamps import NS_PER_S, sec_to_ns, stamp_to_sec
 
-from ..paths import config_dir
+from csr_llm_common.paths import config_dir
 from .hosting import HostedRouter, run_hosting_router
 from .lockstep import DecisionHandover, Lockstep, Pacer, WallProfile
 from .robot_model import JOINTS

@@ -37,11 +37,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Sequence
 
-from .catalogue import IntentCatalogue, PausedTask
-from .engine import LlamaEngine
-from .grammar import DecisionGrammar
-from .prompt import PromptTemplate, chunk_line, tokenize_suffix
-from .reasoning_config import add_swa_full_argument
+from csr_llm_common.catalogue import IntentCatalogue, PausedTask
+from ..engine import LlamaEngine
+from ..grammar import DecisionGrammar
+from ..prompt import PromptTemplate, chunk_line, tokenize_suffix
+from ..reasoning_config import add_swa_full_argument
 from .synthetic import chunk_text
 
 # variant name -> LlamaEngine options that its own context changes from the default context's

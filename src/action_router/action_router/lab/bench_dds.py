@@ -7,7 +7,7 @@ the first command carrying it (``MessageInfo.received_timestamp``, taken by the 
 thread, so this process's executor and GIL do not count) minus the stamp (the wall clock just
 before the publish). Targets:
 
-* ``echo``: ``python -m action_router.bench_dds --echo``: a node that only re-publishes each joint
+* ``echo``: ``python -m action_router.lab.bench_dds --echo``: a node that only re-publishes each joint
   state's stamp as a MotorCommand, with the router's QoS (joint_states best effort depth 1,
   motor_command reliable depth 10): two DDS hops plus one rclpy dispatch, the floor of any node.
 * the router node (``command_stamp: state``) as configured (``tick_source: state_or_timer``: a tick
@@ -37,7 +37,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-Z95 = 1.959964
+from csr_llm_common.stats import Z95
 
 
 def quantile_ci(sorted_values: np.ndarray, q: float) -> List[float]:
@@ -78,7 +78,7 @@ def router_command(extra: Optional[List[str]] = None) -> List[str]:
 
 
 def echo_command() -> List[str]:
-    return [sys.executable, "-m", "action_router.bench_dds", "--echo", "--ros-args", "-r", "__node:=stamp_echo"]
+    return [sys.executable, "-m", "action_router.lab.bench_dds", "--echo", "--ros-args", "-r", "__node:=stamp_echo"]
 
 
 def measure(target: List[str], seconds: float, *, decide: bool, discovery_timeout: float = 30.0,
@@ -86,15 +86,15 @@ def measure(target: List[str], seconds: float, *, decide: bool, discovery_timeou
     """Start ``target``, publish stamped joint states at rate_hz, measure for ``seconds``: raw
     per-stamp latencies, publish delays and command intervals (us), and the rates. ``publisher_cpus``
     pins the publishing thread (the robot's sensor driver) to those CPUs."""
-    from csr_llm_core.ros.dds_env import localhost_dds_env
+    from csr_llm_common.ros.dds_env import localhost_dds_env
     localhost_dds_env()
     from rclpy.node import Node
     from sensor_msgs.msg import JointState
-    from csr_llm_core.ros import qos
-    from csr_llm_core.ros.spin import spinning
+    from csr_llm_common.ros import qos
+    from csr_llm_common.ros.spin import spinning
     from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
-    from csr_llm_core.realtime import pin_threads
-    from .params import make_config
+    from csr_llm_common.realtime import pin_threads
+    from ..params import make_config
 
     log = tempfile.TemporaryFile(mode="w+")     # a pipe nobody reads could fill and stall the target
     proc = subprocess.Popen(target, stdout=subprocess.DEVNULL, stderr=log, text=True)
@@ -237,7 +237,7 @@ PLACEMENTS: Dict[str, Tuple[bool, int]] = {"unpinned": (False, 0), "pinned": (Tr
 
 
 def run_under_load(seconds: float, placement: str, extra: Optional[List[str]] = None) -> dict:
-    """The router as configured, measured while csr_llm_core.decision_load runs (a context deciding
+    """The router as configured, measured while csr_llm_core.lab.decision_load runs (a context deciding
     back to back and a second one rebuilding the prefix: both ASR resources busy). ``unpinned``: the
     scheduler places everything; ``pinned``: the load on the first CPU, the router (``cpu_affinity``)
     and the joint-state publisher (the sensor driver) on the last; ``pinned_fifo``: as pinned, the
@@ -246,7 +246,7 @@ def run_under_load(seconds: float, placement: str, extra: Optional[List[str]] = 
     pinned, priority = PLACEMENTS[placement]
     cpus = sorted(os.sched_getaffinity(0))
     load_cpu, router_cpu = (str(cpus[0]), str(cpus[-1])) if pinned and len(cpus) > 1 else ("", "")
-    load = subprocess.Popen([sys.executable, "-m", "csr_llm_core.decision_load", "--seconds", str(seconds + 120),
+    load = subprocess.Popen([sys.executable, "-m", "csr_llm_core.lab.decision_load", "--seconds", str(seconds + 120),
                              "--cpu", load_cpu, "--rebuild"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     try:
@@ -275,8 +275,8 @@ def echo_main(args: Optional[List[str]] = None) -> int:
     """A node that re-publishes each joint state's stamp as a MotorCommand (the router's QoS)."""
     from rclpy.node import Node
     from sensor_msgs.msg import JointState
-    from csr_llm_core.ros import qos
-    from csr_llm_core.ros.node import run_node
+    from csr_llm_common.ros import qos
+    from csr_llm_common.ros.node import run_node
     from csr_llm_msgs.msg import MotorCommand
 
     class StampEcho(Node):
@@ -301,4 +301,4 @@ if __name__ == "__main__":
     known, rest = ap.parse_known_args()
     if known.echo:
         sys.exit(echo_main([sys.argv[0]] + rest))
-    ap.error("use --echo (the measurement runs from action_router.bench)")
+    ap.error("use --echo (the measurement runs from action_router.lab.bench)")

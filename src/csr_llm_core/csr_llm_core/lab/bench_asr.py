@@ -23,12 +23,12 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from .catalogue import IntentCatalogue
-from .csr_state import KIND_CONTINUOUS, KIND_EVENT
-from .engine import LlamaEngine
-from .prompt import PromptTemplate
-from .reasoner import Reasoner, ReasonerConfig
-from .reasoning_config import add_swa_full_argument
+from csr_llm_common.catalogue import IntentCatalogue
+from ..csr_state import KIND_CONTINUOUS, KIND_EVENT
+from ..engine import LlamaEngine
+from ..prompt import PromptTemplate
+from ..reasoner import Reasoner, ReasonerConfig
+from ..reasoning_config import add_swa_full_argument
 from .synthetic import chunk_text
 
 

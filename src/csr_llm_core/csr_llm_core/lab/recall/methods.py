@@ -23,11 +23,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..archive_recall import ArchiveRecall, ChunkIndex
-from ..catalogue import IntentCatalogue, IntentSpec
-from ..csr_state import KIND_EVENT, CachedState, Chunk, ChunkArchive
-from ..grammar import DecisionGrammar, log_softmax
-from ..prompt import TURN_CLOSE, TURN_OPEN, chunk_line, tokenize_suffix
+from ...archive_recall import ArchiveRecall, ChunkIndex
+from csr_llm_common.catalogue import IntentCatalogue, IntentSpec
+from ...csr_state import KIND_EVENT, CachedState, Chunk, ChunkArchive
+from ...grammar import DecisionGrammar, log_softmax
+from ...prompt import TURN_CLOSE, TURN_OPEN, chunk_line, tokenize_suffix
 from .episode import Episode, Question
 
 METHODS = ("csr", "window", "retrieval", "full", "csr_archive")

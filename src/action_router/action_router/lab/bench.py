@@ -1,4 +1,4 @@
-"""Router benchmark: ``python -m action_router.bench --out build/bench/router.json``.
+"""Router benchmark: ``python -m action_router.lab.bench --out build/bench/router.json``.
 
 What is measured, in one run:
 
@@ -47,7 +47,7 @@ What is measured, in one run:
   (95 % CI under ``detail``), p99.9, max; ``loop_period_us``: the 1 kHz timer loop's tick period
   from its commands' source timestamps (p50, std = the loop jitter, p99, max, late ticks);
   ``loop_hz``: that node's own rate (RouterStatus.loop_hz, median).
-* ``under_load``: the router as configured while a reasoning-like load (``csr_llm_core.decision_load``:
+* ``under_load``: the router as configured while a reasoning-like load (``csr_llm_core.lab.decision_load``:
   the bundled model deciding back to back in another process, a second context rebuilding its
   prefix meanwhile, as ASR's secondary does) shares the machine: with no
   placement; with the load on the first CPU and the router (``cpu_affinity``) and the joint-state
@@ -68,10 +68,10 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from . import bench_dds
-from .params import make_config
-from .plant import JointPlant
-from .router import Router
+from .. import bench_dds
+from ..params import make_config
+from ..plant import JointPlant
+from ..router import Router
 
 G = 9.80665
 PLAN = ["open_door", "pick_object", "move_to", "open_door", "back_off", "pick_object", "hold_position"]

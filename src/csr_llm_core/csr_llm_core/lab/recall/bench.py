@@ -5,9 +5,9 @@ lengths, or read from a JSONL dataset (`--dataset`, format in `episode`); every 
 every method (full recompute: the first `--full-per-episode` questions of each episode, since each
 costs a whole prefix evaluation). Writes the issue's JSON record and a plot of accuracy against TTFT.
 
-    python -m csr_llm_core.recall.bench                       # default: ~10-15 min on 2 cores
-    python -m csr_llm_core.recall.bench --full                # more episodes and questions
-    python -m csr_llm_core.recall.bench --dataset my.jsonl --model-path bigger.gguf
+    python -m csr_llm_core.lab.recall.bench                       # default: ~10-15 min on 2 cores
+    python -m csr_llm_core.lab.recall.bench --full                # more episodes and questions
+    python -m csr_llm_core.lab.recall.bench --dataset my.jsonl --model-path bigger.gguf
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..archive_recall import ArchiveRecall, ChunkIndex
+from ...archive_recall import ArchiveRecall, ChunkIndex
 from .episode import Episode, load_jsonl, save_jsonl
 from .families import FAMILIES, family_counts, make_questions
 from .methods import (METHODS, History, answer, archive_context, choice_grammar, choice_texts, csr_prefix, head_text,
@@ -41,7 +41,7 @@ def generate(lengths: Sequence[int], episodes: int, per_family: int, seed: int,
 
 
 def _engine(model_path, n_ctx: int, n_threads: int, name: str):
-    from ..engine import LlamaEngine
+    from ...engine import LlamaEngine
     return LlamaEngine(model_path, n_ctx=n_ctx, n_threads=n_threads, name=name)
 
 

@@ -7,7 +7,7 @@ one context of each kind, through the real Reasoner as the adapter build does, a
 the hidden states and the intents' log-probabilities move and how often the bare model and an
 intent adapter choose the same intent, with each kind's accuracy on the same probes:
 
-    python -m csr_llm_core.cache_kinds --episodes 30 --seed 11 [--adapter FILE] [--out FILE.json]
+    python -m csr_llm_core.lab.cache_kinds --episodes 30 --seed 11 [--adapter FILE] [--out FILE.json]
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from typing import Dict, Optional
 import numpy as np
 import yaml
 
-from .catalogue import IntentCatalogue
-from .intent_adapter import DEFAULT_ADAPTER, Weights, chosen_intents, read_weights
+from csr_llm_common.catalogue import IntentCatalogue
+from ..intent_adapter import DEFAULT_ADAPTER, Weights, chosen_intents, read_weights
 
 def compare(full: dict, window: dict, adapter: Optional[Weights]) -> Dict[str, object]:
     """Figures for two recordings of the same probes (rows in the same order)."""
@@ -50,9 +50,9 @@ def compare(full: dict, window: dict, adapter: Optional[Weights]) -> Dict[str, o
 
 def main(argv=None) -> int:
     from .decision_training import generate
-    from .engine import LlamaEngine
+    from ..engine import LlamaEngine
     from .intent_adapter_build import record
-    from .prompt import PromptTemplate
+    from ..prompt import PromptTemplate
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=30)
     parser.add_argument("--seed", type=int, default=11, help="generator seed (the adapter build uses 7)")

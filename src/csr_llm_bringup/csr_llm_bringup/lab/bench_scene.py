@@ -46,24 +46,15 @@ from action_router.interrupts import SOURCE_TASK, SOURCE_UNKNOWN_SCENE
 from action_router.params import make_config
 from action_router.router import Router
 
-from ..paths import config_dir
-from .scene_keys import KNOWN, UNKNOWN, SceneMaker
+from csr_llm_common.paths import config_dir
+from csr_llm_common.stats import wilson_interval
+from ..sim.scene_keys import KNOWN, UNKNOWN, SceneMaker
 
 INTENT_OF: Dict[str, Tuple[str, Dict[str, object]]] = {
              "door": ("open_door", {}), "shelf": ("pick_object", {"object": "box"}),
              "path": ("move_to", {"zone": "warehouse", "speed": 0.3})}
 EXPECTED = {"door_lever": "lever", "door_knob": "knob", "shelf_high": "high_shelf", "shelf_low": "low_shelf",
             "path_clear": "clear_path", "path_crate": "around_obstacle", "door_plain": "", "door_open": ""}
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> Tuple[float, float]:
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (round(max(0.0, c - h), 4), round(min(1.0, c + h), 4))
 
 
 def feed_state(r: Router, now: float, pose) -> None:
@@ -139,8 +130,8 @@ def summarize(outcomes: dict, variants: Dict[str, int]) -> dict:
                       for k in ("door_lever", "shelf_high", "path_clear"))
     refused = sum(counts.get("refused", 0) for counts in outcomes.values())
     return {
-        "variant_accuracy": round(right / known_n, 4), "variant_accuracy_ci95": wilson(right, known_n),
-        "misroute_rate": round(wrong / known_n, 4), "misroute_rate_ci95": wilson(wrong, known_n),
+        "variant_accuracy": round(right / known_n, 4), "variant_accuracy_ci95": wilson_interval(right, known_n, digits=4),
+        "misroute_rate": round(wrong / known_n, 4), "misroute_rate_ci95": wilson_interval(wrong, known_n, digits=4),
         "hit_rate": round(hits_total / known_n, 4), "unknown_scene_rate": round(unknown / known_n, 4),
         "unknown_detected": round(unk_detected / max(unk_n, 1), 4),
         "unknown_misroute": round(unk_misroute / max(unk_n, 1), 4),

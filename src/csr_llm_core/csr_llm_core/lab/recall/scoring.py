@@ -14,9 +14,10 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from csr_llm_common.stats import percentile, wilson_interval
+
 from .episode import Question
 
-Z95 = 1.959964
 
 
 @dataclass
@@ -39,16 +40,6 @@ class Outcome:
         return self.scores[choices.index("yes")] - self.scores[choices.index("no")]
 
 
-def wilson(successes: int, n: int, z: float = Z95) -> List[float]:
-    """Wilson score interval of a proportion ([0, 1] when n = 0)."""
-    if n == 0:
-        return [0.0, 1.0]
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [round(max(0.0, centre - half), 3), round(min(1.0, centre + half), 3)]
-
-
 def auc(positives: Sequence[float], negatives: Sequence[float]) -> Optional[float]:
     """Probability that a positive outranks a negative (ties count half); None without both classes."""
     if not positives or not negatives:
@@ -64,12 +55,8 @@ def chance(questions: Sequence[Question]) -> float:
 def _accuracy(outcomes: Sequence[Outcome]) -> dict:
     n = len(outcomes)
     hits = sum(o.correct for o in outcomes)
-    return {"accuracy": round(hits / n, 3) if n else None, "ci95": wilson(hits, n), "n": n,
+    return {"accuracy": round(hits / n, 3) if n else None, "ci95": list(wilson_interval(hits, n, digits=3)), "n": n,
             "chance": round(chance([o.question for o in outcomes]), 3) if n else None}
-
-
-def _percentile(values: Sequence[float], q: float) -> Optional[float]:
-    return round(float(np.percentile(values, q)), 1) if values else None
 
 
 def yes_no_auc(outcomes: Sequence[Outcome]) -> Optional[float]:
@@ -83,7 +70,7 @@ def yes_no_auc(outcomes: Sequence[Outcome]) -> Optional[float]:
 def summarize(outcomes: Sequence[Outcome]) -> dict:
     """The issue's per-method record: accuracy, ci95, n, TTFT, by_family, by_length, evicted_evidence."""
     ttfts = [o.ttft_ms for o in outcomes]
-    out = dict(_accuracy(outcomes), ttft_p50_ms=_percentile(ttfts, 50), ttft_p99_ms=_percentile(ttfts, 99))
+    out = dict(_accuracy(outcomes), ttft_p50_ms=percentile(ttfts, 50, digits=1), ttft_p99_ms=percentile(ttfts, 99, digits=1))
     families: Dict[str, List[Outcome]] = defaultdict(list)
     lengths: Dict[int, List[Outcome]] = defaultdict(list)
     for o in outcomes:
@@ -95,7 +82,7 @@ def summarize(outcomes: Sequence[Outcome]) -> dict:
         if any(o.question.is_yes_no for o in rows):
             record["auc"] = yes_no_auc(rows)
         out["by_family"][family] = record
-    out["by_length"] = {str(length): dict(_accuracy(rows), ttft_p50_ms=_percentile([o.ttft_ms for o in rows], 50))
+    out["by_length"] = {str(length): dict(_accuracy(rows), ttft_p50_ms=percentile([o.ttft_ms for o in rows], 50, digits=1))
                         for length, rows in sorted(lengths.items())}
     out["evicted_evidence"] = _accuracy([o for o in outcomes if o.evidence_evicted])
     out["live_evidence"] = _accuracy([o for o in outcomes if o.evidence_evicted is False])

@@ -3,7 +3,7 @@ to back, the way the reasoning node keeps a core busy while it decides at its fa
 ``--rebuild``, a second context meanwhile re-evaluates the prefix from scratch again and again, as
 ASR's background rebuild does on the secondary (both contexts in the CPUs given).
 
-    python -m csr_llm_core.decision_load --seconds 20 [--cpu 0] [--threads 1] [--rebuild]
+    python -m csr_llm_core.lab.decision_load --seconds 20 [--cpu 0] [--threads 1] [--rebuild]
 
 Prints ``[decision-load] ready`` once deciding, then ``decisions <n> in <s> s (<rate>/s)`` (and
 ``rebuilds <n> ...``) when the time is up or on SIGINT/SIGTERM.
@@ -17,8 +17,8 @@ import threading
 import time
 from typing import List, Optional
 
-from .engine import LlamaEngine
-from .realtime import pin_threads
+from ..engine import LlamaEngine
+from csr_llm_common.realtime import pin_threads
 from .synthetic import chunk_text
 
 

@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from ..aggregator import KIND_EVENT
+from ...aggregator import KIND_EVENT
 from ..decision_situations import Script
 from .episode import Step
 

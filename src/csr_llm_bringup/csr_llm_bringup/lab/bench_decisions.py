@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .decision_score import chance_of_match, parse_expectation, percentile, round_or_none, wilson_interval
-from .paths import config_dir
+from ..decision_score import chance_of_match, parse_expectation, percentile, round_or_none, wilson_interval
+from csr_llm_common.paths import config_dir
 
 BOOTSTRAP_RESAMPLES = 4000
 STARTUP_WALL_S = 90.0       # wall allowance on top of the scenario for model load and discovery
@@ -42,7 +42,7 @@ WALL_PER_SIM_S = 6.0        # lockstepped graph on two loaded cores: ~2-3 wall s
 
 def suite_scenarios(directory: Optional[Path] = None) -> List[str]:
     """Names of the scenario files that belong to the bench, in name order."""
-    from .sim.scenario import load_scenario
+    from ..sim.scenario import load_scenario
     names = []
     for path in sorted((directory or config_dir() / "scenarios").glob("*.yaml")):
         if load_scenario(str(path)).bench:
@@ -53,7 +53,7 @@ def suite_scenarios(directory: Optional[Path] = None) -> List[str]:
 def run_scenario(name: str, runs_dir: Path, overrides: Sequence[str] = (), python: str = sys.executable) -> Dict:
     """One lockstepped run of scenario `name` (its own runs folder and CSR archive); returns
     {"run_dir", "returncode", "wall_s", "log"}."""
-    from .sim.scenario import load_scenario
+    from ..sim.scenario import load_scenario
     scenario = load_scenario(name)
     runs_dir.mkdir(parents=True, exist_ok=True)
     wall_limit = STARTUP_WALL_S + WALL_PER_SIM_S * scenario.duration
@@ -407,7 +407,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         base, new = (json.loads(Path(path).read_text()) for path in args.compare)
         print(compare(base, new))
         return 0
-    from csr_llm_core.catalogue import IntentCatalogue
+    from csr_llm_common.catalogue import IntentCatalogue
     catalogue = IntentCatalogue.from_file(config_dir() / "intents.yaml")
     available = suite_scenarios()
     names = [n.strip() for n in args.scenarios.split(",") if n.strip()] if args.scenarios else available

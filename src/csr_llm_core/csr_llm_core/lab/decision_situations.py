@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .aggregator import Aggregator, ChunkOut, TopicSpec
-from .catalogue import PausedTask
+from ..aggregator import Aggregator, ChunkOut, TopicSpec
+from csr_llm_common.catalogue import PausedTask
 
 ARM_JOINTS = ("arm_shoulder_pan", "arm_shoulder_lift", "arm_elbow", "arm_wrist", "gripper")
 WHEELS = ("wheel_left", "wheel_right")

@@ -12,8 +12,8 @@ catalogued intents.
 These situations are held out: the head's examples in config/prompt.yaml use other events,
 wording and tasks. Keep it that way (score the general case, not the suite).
 
-    python -m csr_llm_core.decision_eval                  # all variants, all situations
-    python -m csr_llm_core.decision_eval --variants baseline,combined --situations person_close_door
+    python -m csr_llm_core.lab.decision_eval                  # all variants, all situations
+    python -m csr_llm_core.lab.decision_eval --variants baseline,combined --situations person_close_door
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .aggregator import KIND_EVENT
-from .catalogue import IntentCatalogue
+from ..aggregator import KIND_EVENT
+from csr_llm_common.catalogue import IntentCatalogue
 from .decision_situations import SITUATIONS, Probe, Stream
 
 # The first release's prompt (config/prompt.yaml before issue 10), kept to measure against.
@@ -125,7 +125,7 @@ def offline_config(engine):
     here nothing does, and with `decide_on_cached` the prefix would lag the stream by up to
     `max_uncached_tokens` (the suffix's events would be newer than the state the model reads).
     Every probe is evaluated (no reuse): evaluation times and recorded features are the model's."""
-    from .reasoner import ReasonerConfig
+    from ..reasoner import ReasonerConfig
     return ReasonerConfig(tau_mem=engine.n_ctx - 256, mode="sync", suffix_reserve=128, max_chunk_tokens=512,
                           decide_on_cached=False, reuse_decisions=False)
 
@@ -133,7 +133,7 @@ def offline_config(engine):
 def evaluate(engine, catalogue: IntentCatalogue, template, streams: Mapping[str, Tuple[str, Stream]],
              log=None) -> List[Outcome]:
     """Run every stream through a fresh Reasoner (sync mode) on `engine`; the head stays cached."""
-    from .reasoner import Reasoner
+    from ..reasoner import Reasoner
     config = offline_config(engine)
     outcomes, grammar = [], None
     for name, (category, stream) in streams.items():
@@ -218,9 +218,9 @@ def build_streams(names: Optional[Sequence[str]] = None, bag: Optional[Path] = N
 
 
 def main(argv=None) -> int:
-    from .engine import LlamaEngine
-    from .prompt import PromptTemplate
-    from .reasoning_config import add_swa_full_argument
+    from ..engine import LlamaEngine
+    from ..prompt import PromptTemplate
+    from ..reasoning_config import add_swa_full_argument
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variants", default="baseline,head,suffix,calibration,head+suffix,calibrated,combined")
     parser.add_argument("--situations", default="", help="comma-separated names (default: all)")
@@ -230,7 +230,7 @@ def main(argv=None) -> int:
     parser.add_argument("--n-ctx", type=int, default=6144)
     parser.add_argument("--n-threads", type=int, default=1)
     add_swa_full_argument(parser)
-    default_bag = Path(__file__).resolve().parents[2] / "csr_llm_bringup" / "test" / "golden_sim" / "bag.mcap"
+    default_bag = Path(__file__).resolve().parents[3] / "csr_llm_bringup" / "test" / "golden_sim" / "bag.mcap"
     parser.add_argument("--bag", type=Path, default=default_bag if default_bag.exists() else None,
                         help="a bag with state_chunks to probe too (default: the golden bag)")
     parser.add_argument("--out", type=Path, default=Path("build/decision_eval/latest.json"))

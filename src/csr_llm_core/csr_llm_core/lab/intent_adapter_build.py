@@ -1,7 +1,7 @@
 """Build the intent adapter: generated situations -> the real Reasoner -> hidden states -> fit -> file.
 
-    python -m csr_llm_core.intent_adapter_build            # `make intent-adapter`
-    python -m csr_llm_core.intent_adapter_build --episodes 60 --live-probes --out /tmp/adapter.npz
+    python -m csr_llm_core.lab.intent_adapter_build            # `make intent-adapter`
+    python -m csr_llm_core.lab.intent_adapter_build --episodes 60 --live-probes --out /tmp/adapter.npz
 
 Every probe of every generated episode (decision_training.py) and of every run of the committed
 DAgger rounds (live_probe_files.py) is decided by the bare model through the same Reasoner,
@@ -27,14 +27,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import yaml
 
-from .catalogue import IntentCatalogue
+from csr_llm_common.catalogue import IntentCatalogue
 from .decision_situations import Stream
 from .decision_training import GENERATOR_VERSION, generate
-from .intent_adapter import (DEFAULT_ADAPTER, Anchors, IntentAdapter, accuracy, chosen_intents, fit, head_digest,
+from ..intent_adapter import (DEFAULT_ADAPTER, Anchors, IntentAdapter, accuracy, chosen_intents, fit, head_digest,
                              read_weights)
 from .live_probe_files import committed_rounds
 from .live_probe_files import read as read_probe_file
-from .model import sha256_file
+from ..model import sha256_file
 
 
 # how probes are decided (part of the features cache key): 2 = on a prefix holding every chunk said
@@ -97,7 +97,7 @@ def record(engine, catalogue: IntentCatalogue, template, streams: Sequence[Tuple
     if jobs > 1 and engine_settings is not None and len(streams) >= 2 * jobs:
         return _record_slices(engine, catalogue, template, streams, progress, anchors, jobs, engine_settings)
     from .decision_eval import offline_config
-    from .reasoner import Reasoner
+    from ..reasoner import Reasoner
     template = replace(template, calibrate=False, intent_adapter="")
     config = offline_config(engine)
     intents = catalogue.names
@@ -148,7 +148,7 @@ def _record_slices(engine, catalogue, template, streams, progress, anchors, jobs
 
 
 def _record_in_worker(engine_settings: dict, catalogue, template, streams, progress, anchors, label) -> dict:
-    from .engine import LlamaEngine
+    from ..engine import LlamaEngine
     engine = LlamaEngine(**engine_settings)
     try:
         return record(engine, catalogue, template, streams, progress, anchors, label=label)
@@ -169,9 +169,9 @@ def score_heldout(engine, catalogue, template, adapter_path: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    from .engine import LlamaEngine
-    from .prompt import PromptTemplate
-    from .reasoning_config import add_swa_full_argument
+    from ..engine import LlamaEngine
+    from ..prompt import PromptTemplate
+    from ..reasoning_config import add_swa_full_argument
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
@@ -194,7 +194,7 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-heldout", action="store_true", help="do not score decision_eval's situations")
     parser.add_argument("--live-runs", type=Path, nargs="+", default=[],
                         help="folders of recorded scenario runs (<scenario>/latest, as `python -m "
-                             "csr_llm_bringup.training_scenarios` writes them): their decisions are probes too "
+                             "csr_llm_bringup.lab.training_scenarios` writes them): their decisions are probes too "
                              "(several folders aggregate the runs of several rounds, as in DAgger)")
     parser.add_argument("--live-probes", type=Path, nargs="*", default=None,
                         help="probe files of recorded rounds (live_probe_files.py; default: the rounds committed "
@@ -304,7 +304,7 @@ def recording_key(engine, catalogue: IntentCatalogue, template) -> dict:
     """What recorded features depend on: how probes are recorded, the model, the head, the question,
     and (only when window-only, so full-size keys stay as they were) the sliding-window cache: its
     kernels give other hidden states."""
-    from .model import model_checksum
+    from ..model import model_checksum
     key = {"recording": RECORDING_VERSION, "model_sha256": model_checksum(engine.model_path),
            "head_sha256": head_digest(engine.tokenize(template.head_text(catalogue), bos=True)),
            "suffix": template.suffix_settings()}

@@ -26,13 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from .bench_asr import play
-from .catalogue import IntentCatalogue
-from .engine import LlamaEngine
-from .grammar import DecisionGrammar
-from .http_backend import HttpBackend, RemoteResource
-from .llama_server import LlamaServer, server_binary
-from .prompt import PromptTemplate, chunk_line, tokenize_suffix
-from .reasoner import Reasoner, ReasonerConfig
+from csr_llm_common.catalogue import IntentCatalogue
+from ..engine import LlamaEngine
+from ..grammar import DecisionGrammar
+from ..http_backend import HttpBackend, RemoteResource
+from ..llama_server import LlamaServer, server_binary
+from ..prompt import PromptTemplate, chunk_line, tokenize_suffix
+from ..reasoner import Reasoner, ReasonerConfig
 from .synthetic import chunk_text
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .aggregator import ChunkOut
-from .catalogue import PausedTask
+from ..aggregator import ChunkOut
+from csr_llm_common.catalogue import PausedTask
 from .decision_situations import Probe, Stream
 
 KIND_WATERMARK = 2
@@ -40,11 +40,11 @@ def stamp_s(header: Any) -> float:
 
 def _typestore():
     from rosbags.typesys import Stores, get_types_from_msg, get_typestore
-    msg_dir = Path(__file__).resolve().parents[2] / "msgs" / "msg"
+    from csr_llm_common.paths import msg_dir
     store = get_typestore(Stores.ROS2_KILTED if hasattr(Stores, "ROS2_KILTED") else Stores.LATEST)
     types: Dict[str, Any] = {}
     for name in _MESSAGES:
-        types.update(get_types_from_msg((msg_dir / f"{name}.msg").read_text(), f"csr_llm_msgs/msg/{name}"))
+        types.update(get_types_from_msg((msg_dir() / f"{name}.msg").read_text(), f"csr_llm_msgs/msg/{name}"))
     store.register(types)
     return store
 

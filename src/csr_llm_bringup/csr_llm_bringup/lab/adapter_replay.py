@@ -8,7 +8,7 @@ once (cached per run, as the adapter build caches it), and every adapter decides
 prints the accuracy per scenario and pooled, with the paired scenario-bootstrap interval of each
 adapter's change against the first, and writes them as JSON.
 
-    python -m csr_llm_bringup.adapter_replay --runs build/bench/decisions_runs \
+    python -m csr_llm_bringup.lab.adapter_replay --runs build/bench/decisions_runs \
         --adapter shipped=default --adapter new=build/intent_adapter/new.npz
 """
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import yaml
 
-from csr_llm_core.catalogue import IntentCatalogue
+from csr_llm_common.catalogue import IntentCatalogue
 from csr_llm_core.intent_adapter import DEFAULT_ADAPTER, Anchors, cache_kind, chosen_intents, read_weights
-from csr_llm_core.intent_adapter_build import live_features, recording_key
+from csr_llm_core.lab.intent_adapter_build import live_features, recording_key
 from csr_llm_core.prompt import PromptTemplate
 
 from .bench_decisions import scenario_bootstrap_ci

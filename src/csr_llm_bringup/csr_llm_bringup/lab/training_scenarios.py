@@ -1,11 +1,11 @@
 """Generated scenarios for the intent adapter's live episodes (plain module, no rclpy).
 
-The adapter's generated episodes (csr_llm_core/decision_training.py) are written text: they differ
+The adapter's generated episodes (csr_llm_core/lab/decision_training.py) are written text: they differ
 from what the live graph puts in the state (sensor summaries at the aggregator's rates, the router's
 own reports of what runs, the timing of event-triggered decisions) and they never show the states
 the robot's own decisions lead to (stopped for a person who has left, a task repeated after it
 finished). These scenarios run through the real lockstepped graph like the bench suite
-(`csr_llm_core.intent_adapter_build --live-runs`), and every decision it makes there becomes a
+(`csr_llm_core.lab.intent_adapter_build --live-runs`), and every decision it makes there becomes a
 training probe, labelled by the scenario's `expect` in force at its stamp.
 
 Each scenario is a random composition in the bench format (sim/scenario_format.py): one task (open
@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from csr_llm_core.decision_training import (ARRIVED, CANCEL, CHANGE, DOOR_DONE, DOOR_ORDERS, FETCH_ORDERS,
+from csr_llm_core.lab.decision_training import (ARRIVED, CANCEL, CHANGE, DOOR_DONE, DOOR_ORDERS, FETCH_ORDERS,
                                             GOTO_ORDERS, HANDLE_GRIPPED, HOSTILE, MOTOR_COOL, MOTOR_HOT,
                                             NOTICE_SUBJECTS, NOTICE_TEXTS, OBJECT_DONE, OBJECT_GRIPPED, OBJECT_SEEN,
                                             OBJECTS, PERSON_AWAY, PERSON_CLOSE, PERSON_LEFT, PERSON_NEAR, PICK_ORDERS,
@@ -248,7 +248,7 @@ def build(rng: random.Random, name: str) -> Dict[str, Any]:
 
 def write_scenarios(directory: Path, count: int, seed: int = 0) -> List[Path]:
     """`count` scenario files `train_NNN.yaml` in `directory` (validated by the scenario loader)."""
-    from .sim.scenario import load_scenario
+    from ..sim.scenario import load_scenario
     rng = random.Random(seed)
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -267,7 +267,7 @@ def decided_with(count: int, seed: int, overrides: List[str]) -> Dict[str, Any]:
     that collected them (DAgger), and its file says which."""
     from csr_llm_core.intent_adapter import DEFAULT_ADAPTER
     from csr_llm_core.model import sha256_file
-    from csr_llm_core.paths import expand_path
+    from csr_llm_common.paths import expand_path
     adapter: Optional[Path] = DEFAULT_ADAPTER
     for override in overrides:
         name, _, value = override.partition("=")
@@ -284,9 +284,9 @@ def main(argv=None) -> int:
     """Write the training scenarios and run each once through the lockstepped graph."""
     import argparse
     import time
-    from csr_llm_core.catalogue import IntentCatalogue
+    from csr_llm_common.catalogue import IntentCatalogue
     from .bench_decisions import bench_json, run_with_reruns, score_run, table
-    from .paths import config_dir
+    from csr_llm_common.paths import config_dir
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=24)
     parser.add_argument("--seed", type=int, default=1)

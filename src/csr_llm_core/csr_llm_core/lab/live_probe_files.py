@@ -7,8 +7,8 @@ the fit reads from a run is text: the chunks its prefix held at each scored deci
 report of the running and paused task, the accepted intents. That is what a probe file keeps
 (gzipped JSON, ~17 KB for a round of 24 runs, byte-identical for the same runs), one file per round:
 
-    python -m csr_llm_core.live_probe_files build/intent_adapter/rounds/seed6 --out ROUND_FILE
-    python -m csr_llm_core.live_probe_files ROUND_FILE            # what a file holds
+    python -m csr_llm_core.lab.live_probe_files build/intent_adapter/rounds/seed6 --out ROUND_FILE
+    python -m csr_llm_core.lab.live_probe_files ROUND_FILE            # what a file holds
 
 `intent_adapter_build --live-probes` reads these files as it reads run folders (the same probes:
 test_bench_decisions_live checks it on a real run). Plain module (no rclpy).
@@ -22,12 +22,12 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
-from .aggregator import ChunkOut
-from .catalogue import PausedTask
+from ..aggregator import ChunkOut
+from csr_llm_common.catalogue import PausedTask
 from .decision_situations import Probe, Stream
 
 FORMAT = "csr-llm-live-probes/1"
-ROUNDS_DIR = Path(__file__).resolve().parent / "data" / "intent_adapter_rounds"
+ROUNDS_DIR = Path(__file__).resolve().parents[1] / "data" / "intent_adapter_rounds"
 
 
 def committed_rounds() -> List[Path]:
