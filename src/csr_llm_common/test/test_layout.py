@@ -64,3 +64,27 @@ def test_the_layout_check_sees_the_lab():
     modules = _modules()
     assert _is_lab("csr_llm_core.lab.bench_ttft") and not _is_lab("csr_llm_core.reasoner")
     assert "csr_llm_core.lab.bench_ttft" in modules and "action_router.router" in modules
+
+
+MAX_CLASS_LINES = 300
+MAX_FUNCTION_LINES = 80
+
+
+def _sizes(path: Path):
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node, node.end_lineno - node.lineno + 1
+
+
+def test_no_class_over_300_lines_no_function_over_80_no_mixins():
+    too_long, mixins = [], []
+    for name, path in _modules().items():
+        for node, lines in _sizes(path):
+            limit = MAX_CLASS_LINES if isinstance(node, ast.ClassDef) else MAX_FUNCTION_LINES
+            if lines > limit:
+                too_long.append(f"{name}.{node.name}: {lines} lines")
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Mixin"):
+                mixins.append(f"{name}.{node.name}")
+    assert not too_long, "split these into parts: " + "; ".join(too_long)
+    assert not mixins, f"mixins share another class's attributes; use parts: {mixins}"
