@@ -80,16 +80,17 @@ clean-venv:
 
 # Record the golden bag (18 s sim scenario, inputs + outputs; ~6.6 MB, not tracked) for replay tests:
 # ASR on (evictions, background rebuilds and swaps at a fixed decision boundary, so replay guards them);
-# tau_mem as in the replay profile, low enough for two eviction cycles in 18 s.
+# the reasoning parameters the replay profile replays it with (tau_mem: two eviction cycles in 18 s).
 GOLDEN_DIR := src/csr_llm_bringup/test/golden_sim
-GOLDEN_TAU_MEM := 2560
+GOLDEN_REASONING = $(shell $(PY) -m csr_llm_bringup.cli param replay reasoning.tau_mem reasoning.decide_on_request \
+  reasoning.running_source)
 GOLDEN_TOPICS := [/clock, joint_states, imu, odom, gripper/wrench, motor_temperature, proximity, zone, events, detected_objects, scenario/expectations, decision, motor_command, state_chunks, cmd_vel, csr_status, router_status]
 .PHONY: golden
 golden: setup
 	$(PY) -m csr_llm_bringup.cli run --profile sim --runs-dir build/golden_runs --duration 600 \
 	  --set simulator.scenario=golden --set simulator.exit_at_end=true \
-	  --set reasoning.decide_on_request=false --set reasoning.running_source=decisions \
-	  --set reasoning.tau_mem=$(GOLDEN_TAU_MEM) --set 'recorder.topics=$(GOLDEN_TOPICS)' --set recorder.status_period=5.0
+	  $(foreach setting,$(GOLDEN_REASONING),--set $(setting)) \
+	  --set 'recorder.topics=$(GOLDEN_TOPICS)' --set recorder.status_period=5.0
 	rm -rf $(GOLDEN_DIR) && cp -r build/golden_runs/latest/bag $(GOLDEN_DIR)
 	@du -sh $(GOLDEN_DIR)
 

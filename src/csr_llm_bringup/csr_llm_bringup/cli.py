@@ -115,6 +115,22 @@ def cmd_replay(args) -> int:
     return outcome.exit_code
 
 
+def cmd_param(args) -> int:
+    """Print NODE.PARAM=VALUE for each asked parameter of the profile (as `--set` takes it)."""
+    import yaml
+    profile = load_profile(args.profile)
+    for name in args.names:
+        node, _, param = name.partition(".")
+        try:
+            value = profile.node(node).parameters[param]
+        except KeyError:
+            print(f"csr-llm: error: profile {profile.name} has no {name}", file=sys.stderr)
+            return 2
+        text = yaml.safe_dump(value, default_flow_style=True).strip()
+        print(f"{name}={text[:-4].strip() if text.endswith('...') else text}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="csr-llm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -134,8 +150,9 @@ def main(argv=None) -> int:
     rep.add_argument("--golden", help="bag whose outputs the replay must match (exit 1 on mismatch)")
     rep.add_argument("--profile", default="replay", help="graph to start (default: replay)")
     rep.add_argument("--rate", type=float, default=1.0, help="playback rate factor (0 = as fast as possible)")
-    rep.add_argument("--lockstep", type=float, default=0.5,
-                     help="wait for a decision at every multiple of this many bag seconds (0 = off)")
+    rep.add_argument("--lockstep", type=float, default=None,
+                     help="wait for a decision at every multiple of this many bag seconds (0 = off; "
+                          "default: the profile's lockstep.period)")
     rep.add_argument("--tolerance", action="append", metavar="JOINT=EFFORT",
                      help="per-joint motor command tolerance (N m or N)")
     rep.add_argument("--out", help="output folder (default: a new build/runs/<stamp>)")
@@ -147,6 +164,10 @@ def main(argv=None) -> int:
     rep.add_argument("--no-motor-check", dest="motor_check", action="store_false",
                      help="report motor command differences without failing on them")
     rep.set_defaults(func=cmd_replay)
+    par = sub.add_parser("param", help="print a profile's node parameters as NODE.PARAM=VALUE")
+    par.add_argument("profile", help="profile name in config/ or a path to a profile YAML")
+    par.add_argument("names", nargs="+", metavar="NODE.PARAM")
+    par.set_defaults(func=cmd_param)
     args = parser.parse_args(argv)
     # loopback only, one domain for this process and every node it starts, UDP only (no SHM files)
     localhost_dds_env()

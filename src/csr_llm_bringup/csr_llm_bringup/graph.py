@@ -5,8 +5,13 @@ optional namespace and remaps, whether it is a lifecycle node, the ROS 2 paramet
 (sections `/**` and `<node name>` are used, as ros2 does) and inline parameter overrides. The
 profile's `use_sim_time` is set on every node. A node with `container: <other node>` runs inside
 that node's process (manual composition, as ROS 2 component containers do; only hosts that know
-how to host it accept one: the simulator hosts the router); `separate_processes` ignores every
-`container`. Plain module: no rclpy, no launch.
+how to host it accept one: the simulator hosts the router), built from its `component:
+module:Class`; `separate_processes` ignores every `container`.
+
+The profile's `lockstep:` key (lockstep.py) turns lockstep on: `driver` names the node that holds
+each state (the simulator; none: `csr-llm replay`'s bag player), which gets its parameters from
+the key's period, lag, timeout and control_timeout. `--set lockstep.KEY=VALUE` overrides them.
+The rules between nodes (profile_rules.py) are checked on load. Plain module: no rclpy, no launch.
 """
 from __future__ import annotations
 
@@ -19,9 +24,10 @@ import yaml
 
 from csr_llm_common.paths import config_dir
 
+from .lockstep import LockstepSettings
+from .profile_rules import ProfileError, check_profile
 
-class ProfileError(ValueError):
-    """A profile or one of its parameter files is malformed."""
+LOCKSTEP_KEY = "lockstep"
 
 
 @dataclass
@@ -37,6 +43,7 @@ class NodeSpec:
     remappings: List[Tuple[str, str]] = field(default_factory=list)
     parameter_files: List[str] = field(default_factory=list)
     container: str = ""             # the node whose process runs this one ("" = a process of its own)
+    component: str = ""             # module:Class of the node, built in its container's process
 
     @property
     def full_name(self) -> str:
@@ -51,6 +58,8 @@ class Profile:
     use_sim_time: bool
     nodes: List[NodeSpec]
     settings: Dict[str, Any] = field(default_factory=dict)    # profile-level extras (e.g. recording)
+    lockstep: LockstepSettings = field(default_factory=LockstepSettings)
+    lockstep_driver: str = ""       # the node that drives lockstep ("" = a bag player outside the graph)
 
     def node(self, name: str) -> NodeSpec:
         for spec in self.nodes:
@@ -141,6 +150,7 @@ def load_profile(profile: Union[str, Path], overrides: Optional[Mapping[str, Map
         raise ProfileError(f"{path}: a profile needs a 'nodes' list")
     use_sim_time = bool(data.get("use_sim_time", False))
     default_ns = str(data.get("namespace", "") or "")
+    lockstep, driver = _lockstep_of(path, data.get(LOCKSTEP_KEY), (overrides or {}).get(LOCKSTEP_KEY))
     nodes, seen = [], set()
     for entry in data["nodes"]:
         try:
@@ -152,7 +162,8 @@ def load_profile(profile: Union[str, Path], overrides: Optional[Mapping[str, Map
                             restart=bool(entry.get("restart", False)),
                             parameter_files=[str(f) for f in entry.get("parameter_files", [])],
                             remappings=[(str(a), str(b)) for a, b in (entry.get("remappings") or {}).items()],
-                            container="" if separate_processes else str(entry.get("container", "") or ""))
+                            container="" if separate_processes else str(entry.get("container", "") or ""),
+                            component=str(entry.get("component", "") or ""))
         except (KeyError, TypeError, AttributeError) as err:
             raise ProfileError(f"{path}: node entry {entry!r} needs name, package, executable ({err})") from err
         if spec.full_name in seen:
@@ -163,6 +174,8 @@ def load_profile(profile: Union[str, Path], overrides: Optional[Mapping[str, Map
             file_path = Path(file_name) if Path(file_name).is_absolute() else path.parent / file_name
             _deep_merge(params, read_parameter_file(file_path, spec))
         _deep_merge(params, entry.get("parameters") or {})
+        if spec.name == driver:
+            _drive_lockstep(path, spec, params, lockstep)
         _resolve_file_parameters(params, path.parent)
         if overrides and spec.name in overrides:
             given = copy.deepcopy(dict(overrides[spec.name]))
@@ -171,9 +184,34 @@ def load_profile(profile: Union[str, Path], overrides: Optional[Mapping[str, Map
         params["use_sim_time"] = use_sim_time
         spec.parameters = params
         nodes.append(spec)
+    if driver and driver not in {spec.name for spec in nodes}:
+        raise ProfileError(f"{path}: lockstep.driver {driver!r} is not a node of the profile")
     _check_containers(path, nodes)
-    settings = {k: v for k, v in data.items() if k not in ("nodes", "use_sim_time", "namespace")}
-    return Profile(path.stem, path, use_sim_time, nodes, settings)
+    check_profile(nodes, lockstep, path)
+    settings = {k: v for k, v in data.items() if k not in ("nodes", "use_sim_time", "namespace", LOCKSTEP_KEY)}
+    return Profile(path.stem, path, use_sim_time, nodes, settings, lockstep, driver)
+
+
+def _lockstep_of(path: Path, given: Any, override: Optional[Mapping[str, Any]]) -> Tuple[LockstepSettings, str]:
+    """The profile's `lockstep:` key (with `--set lockstep.KEY=VALUE` applied) and its driver node."""
+    merged = dict(given) if isinstance(given, Mapping) else ({} if given is None else given)
+    if override and isinstance(merged, dict):
+        merged.update(override)
+    driver = str(merged.pop("driver", "") or "") if isinstance(merged, dict) else ""
+    try:
+        return LockstepSettings.from_mapping(merged if given is not None or override else None), driver
+    except ValueError as err:
+        raise ProfileError(f"{path}: {err}") from None
+
+
+def _drive_lockstep(path: Path, spec: NodeSpec, params: Dict[str, Any], lockstep: LockstepSettings) -> None:
+    """The driver's lockstep parameters come from the profile's one `lockstep:` key only."""
+    driven = lockstep.simulator_parameters()
+    written = sorted(set(driven) & set(params))
+    if written:
+        raise ProfileError(f"{path}: node {spec.name!r} sets {', '.join(written)}: set lockstep "
+                           f"in the profile's `lockstep:` key (it drives {spec.name})")
+    params.update(driven)
 
 
 def _check_containers(path: Path, nodes: List[NodeSpec]) -> None:
@@ -189,6 +227,10 @@ def _check_containers(path: Path, nodes: List[NodeSpec]) -> None:
             raise ProfileError(f"{path}: node {spec.name!r}'s container {host.name!r} runs in a container itself")
         if spec.namespace != host.namespace:
             raise ProfileError(f"{path}: node {spec.name!r} and its container {host.name!r} need the same namespace")
+        module, colon, class_name = spec.component.partition(":")
+        if not (module and colon and class_name):
+            raise ProfileError(f"{path}: node {spec.name!r} runs in {host.name!r}'s process: name its node class "
+                               f"as `component: module:Class` (got {spec.component!r})")
 
 
 def _resolve_file_parameters(params: Dict[str, Any], base: Path) -> None:

@@ -1,6 +1,6 @@
 """Bag player (rclpy): publishes a bag's input topics in timestamp order with /clock, at a rate factor.
 
-Lockstep (optional), as the simulator does it:
+Lockstep (optional): the player is the driver of lockstep.py's protocol, as the simulator is:
 * decisions: at every multiple of `lockstep_period` of bag time the player publishes that time on
   /clock and waits until a csr_llm_msgs/Decision stamped at or after it arrives, so decisions
   that take real compute time land at the same sim time in every run;
@@ -16,7 +16,6 @@ Lockstep (optional), as the simulator does it:
 from __future__ import annotations
 
 import math
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +31,7 @@ from csr_llm_common.ros.stamps import sec_to_stamp, stamp_to_sec
 
 from .bag_io import BagReport, read_messages, to_ros_message
 from .bags import import_message_class, typestore
-from .sim.lockstep import DecisionHandover
+from .lockstep import CommandWait, DecisionHandover, DecisionStamps, EventDecisions, LockstepSettings
 
 RELIABLE = qos.PLAYBACK
 
@@ -54,15 +53,15 @@ def _time(t: float) -> Time:
 
 class BagPlayer:
     def __init__(self, node: Node, bag: Path, report: BagReport, topics: Optional[Sequence[str]] = None,
-                 rate: float = 1.0, lockstep_period: float = 0.0, lockstep_timeout: float = 30.0,
-                 control_lockstep_timeout: float = 0.0, log: Callable[[str], None] = print,
-                 duration: Optional[float] = None, lockstep_lag: float = 0.0):
+                 rate: float = 1.0, lockstep: Optional[LockstepSettings] = None,
+                 log: Callable[[str], None] = print, duration: Optional[float] = None):
         self.node, self.bag, self.report = node, Path(bag), report
+        lockstep = lockstep or LockstepSettings()     # default: off
         self.duration = duration          # bag seconds from the first message to play (None: all)
         self.rate = rate
-        self.lockstep_period = lockstep_period
-        self.lockstep_timeout = lockstep_timeout
-        self.lockstep_lag = lockstep_lag      # as the simulator's lockstep_decision_lag
+        self.lockstep_period = lockstep.period
+        self.lockstep_timeout = lockstep.timeout
+        self.lockstep_lag = lockstep.lag
         self.log = log
         wanted = [node.resolve_topic_name(t) for t in topics] if topics else list(report.topics)
         self.result = PlayResult()
@@ -84,68 +83,50 @@ class BagPlayer:
             self.classes[topic] = cls
             self.publishers[topic] = node.create_publisher(cls, topic, RELIABLE, event_callbacks=qos.quiet_publisher())
         self.clock_pub = node.create_publisher(Clock, "/clock", 10, event_callbacks=qos.quiet_publisher())
-        self._latest_decision = -math.inf
-        self._event_decisions = 0
+        self.decisions = DecisionStamps(margin=1e-6)
+        self.events = EventDecisions()
         self._has_header: Dict[str, bool] = {}
-        self._decision_event = threading.Event()
+        control_lockstep_timeout = lockstep.control_timeout
         self.handover = DecisionHandover(control_lockstep_timeout)
-        if lockstep_period > 0:
+        self.commands = CommandWait(control_lockstep_timeout, poll=0.002)
+        if lockstep.enabled:
             node.create_subscription(Decision, "decision", self._on_decision, RELIABLE,
                                      event_callbacks=qos.quiet_subscription())
             node.create_subscription(CsrStatus, "csr_status", self._on_csr_status, 10,
                                      event_callbacks=qos.quiet_subscription())
         self.control_lockstep_timeout = control_lockstep_timeout
-        self._command_stamp = -math.inf
-        self._command_event = threading.Event()
         self._joint_topic = node.resolve_topic_name("joint_states")
         self._events_topic = node.resolve_topic_name("events")
         if control_lockstep_timeout > 0:
-            node.create_subscription(MotorCommand, "motor_command", self._on_command, RELIABLE,
+            node.create_subscription(MotorCommand, "motor_command",
+                                     lambda m: self.commands.on_command(stamp_to_sec(m.header.stamp)), RELIABLE,
                                      event_callbacks=qos.quiet_subscription())
             node.create_subscription(RouterStatus, "router_status", self._on_router_status, qos.ROUTER_STATUS,
                                      event_callbacks=qos.quiet_subscription())
 
     def _on_decision(self, msg: Decision) -> None:
-        self._latest_decision = max(self._latest_decision, stamp_to_sec(msg.header.stamp))
         self.handover.on_decision(msg.decision_id)
         if msg.trigger == Decision.TRIGGER_EVENT:
-            self._event_decisions += 1
-        self._decision_event.set()
+            self.events.on_decided()
+        self.decisions.on_decision(stamp_to_sec(msg.header.stamp))
 
     def _on_csr_status(self, msg: CsrStatus) -> None:
         """No periodic decision comes before the decision loop's next due time: no wait before it."""
         self.handover.on_decision(msg.last_decision_id)   # the status may overtake the decision itself
-        if msg.next_decision_due > 0:
-            self._latest_decision = max(self._latest_decision, msg.next_decision_due - 1e-6)
-            self._decision_event.set()
+        self.decisions.on_schedule(msg.next_decision_due)
 
     def _on_router_status(self, msg: RouterStatus) -> None:
         self.handover.on_router_status(msg.last_decision_id)
-
-    def _wait_event_decisions(self, expected: int) -> float:
-        """Like the simulator: after an event, wait for its decision before the world moves on, so
-        the router starts it at the same tick in every run (up to the lockstep timeout)."""
-        start = time.monotonic()
-        while self._event_decisions < expected and time.monotonic() - start < self.lockstep_timeout:
-            time.sleep(0.002)
-        return time.monotonic() - start
-
-    def _on_command(self, msg: MotorCommand) -> None:
-        self._command_stamp = max(self._command_stamp, stamp_to_sec(msg.header.stamp))
-        self._command_event.set()
 
     def _wait_command(self, t: float) -> float:
         if not self.handover.router_reports:      # no active router in the graph
             return 0.0
         start = time.monotonic()
-        while self._command_stamp < t - 1e-9 and time.monotonic() - start < self.control_lockstep_timeout:
-            self._command_event.wait(0.002)
-            self._command_event.clear()
-        if self._command_stamp < t - 1e-9:
+        if not self.commands.wait(t):
             self.result.control_timeouts += 1
             if self.result.control_timeouts <= 3:
                 self.log(f"[player] no motor_command for the state at t={t:.3f} s within "
-                         f"{self.control_lockstep_timeout:g} s (newest {self._command_stamp:.3f} s); continuing")
+                         f"{self.control_lockstep_timeout:g} s (newest {self.commands.newest:.3f} s); continuing")
         return time.monotonic() - start
 
     def _wait_for_router(self) -> float:
@@ -182,13 +163,9 @@ class BagPlayer:
         self.result.lockstep_waits += 1
         # once decisions have stopped coming, do not wait the full timeout at every boundary
         timeout = self.lockstep_timeout if self.result.lockstep_timeouts < 2 else 1.0
-        while self._latest_decision < boundary - 1e-9:
-            if time.monotonic() - start > timeout:
-                self.result.lockstep_timeouts += 1
-                self.log(f"no decision for t={boundary:.3f} s within {timeout:g} s; continuing")
-                break
-            self._decision_event.wait(0.01)
-            self._decision_event.clear()
+        if not self.decisions.wait_for(boundary, timeout):
+            self.result.lockstep_timeouts += 1
+            self.log(f"no decision for t={boundary:.3f} s within {timeout:g} s; continuing")
         return time.monotonic() - start
 
     def _message_time(self, msgtype: str, raw: bytes, decoded, stamp_ns: int) -> float:
@@ -210,7 +187,6 @@ class BagPlayer:
         paused = 0.0
         next_boundary = None
         last_clock = -math.inf
-        events_played = 0
         router_checked = False
         # Order by the messages' own stamps, a joint state before the other sensors of its time
         # (the simulator's order: a control tick at t sees the other sensors' previous samples).
@@ -254,8 +230,8 @@ class BagPlayer:
                 self._publish_clock(t)
                 last_clock = t
             if self.lockstep_period > 0 and topic == self._events_topic:
-                events_played += 1
-                paused += self._wait_event_decisions(events_played)
+                self.events.on_announced()
+                paused += self.events.wait(self.lockstep_timeout, time.sleep, poll=0.002)
             if self.control_lockstep_timeout > 0 and topic == self._joint_topic:
                 paused += self._wait_command(t)
         if next_boundary is not None and last_clock > -math.inf:

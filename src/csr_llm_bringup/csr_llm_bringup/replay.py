@@ -1,12 +1,14 @@
 """`csr-llm replay`: feed a bag's input topics to the profile's nodes, record their outputs, compare.
 
 Starts the graph of a profile (default `replay`: aggregator, reasoning, router on sim time) with
-the runner, plays the bag's inputs with /clock (lockstep on decisions), records what the nodes
+the runner, plays the bag's inputs with /clock (lockstepped as the profile's `lockstep:` key says,
+the bag player driving it), records what the nodes
 publish into <out>/bag, and with `golden` compares against a golden bag's outputs. With `duration`
 only the bag's first seconds are played, and the comparison covers what both runs recorded.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,15 +21,13 @@ from csr_llm_common.ros.spin import spinning
 from .bag_io import BagError, inspect_bag
 from .compare import compare, read_outputs
 from .graph import Profile, load_profile
+from .lockstep import LockstepSettings
 from .player import BagPlayer
 from .recorder_node import RecorderNode
 from .runner import GraphRunner
 
 INPUT_TOPICS = ["/joint_states", "/imu", "/odom", "/gripper/wrench", "/motor_temperature", "/proximity", "/zone",
                 "/events", "/vision_features", "/detected_objects"]
-# wall s the player waits for the router's tick of each state, as the sim profile's simulator does
-# (a safety valve for a dead router: a loaded 2-core CI machine once starved a live one for > 0.5 s)
-CONTROL_LOCKSTEP_TIMEOUT = 2.0
 OUTPUT_TOPICS = ["/decision", "/motor_command", "/state_chunks", "/csr_status", "/router_status", "/cmd_vel",
                  "/arm_controller/commands", "/decision_request"]
 DEFAULT_TOLERANCES = {"arm_shoulder_pan": 2.0, "arm_shoulder_lift": 3.0, "arm_elbow": 2.0, "arm_wrist": 1.0,
@@ -41,7 +41,7 @@ class ReplayOutcome:
     report: str
 
 
-def replay(bag: Path, out_dir: Path, *, profile: str = "replay", rate: float = 1.0, lockstep: float = 0.5,
+def replay(bag: Path, out_dir: Path, *, profile: str = "replay", rate: float = 1.0, lockstep: Optional[float] = None,
            golden: Optional[Path] = None, tolerances: Mapping[str, float] = DEFAULT_TOLERANCES,
            inputs: Sequence[str] = INPUT_TOPICS, start_graph: bool = True, log=print,
            settle_s: float = 1.0, overrides: Optional[Mapping[str, Mapping]] = None,
@@ -51,10 +51,10 @@ def replay(bag: Path, out_dir: Path, *, profile: str = "replay", rate: float = 1
     log(report.format())
     out_dir.mkdir(parents=True, exist_ok=True)
     runner = None
-    lag = 0.0
+    settings = LockstepSettings()        # without the graph: nothing to wait for
     if start_graph:
         graph = load_profile(profile, overrides)
-        lag = _decision_delay(graph)
+        settings = _player_lockstep(graph, lockstep)
         runner = GraphRunner(graph, out_dir / "params", log_dir=out_dir)
         runner.start()
     try:
@@ -62,9 +62,7 @@ def replay(bag: Path, out_dir: Path, *, profile: str = "replay", rate: float = 1
             recorder = spinner.create(RecorderNode, parameter_overrides=_params(
                 run_dir=str(out_dir), topics=OUTPUT_TOPICS, status_period=0.0, report=False))
             player = BagPlayer(spinner.create(Node, "bag_player"), bag, report, topics=inputs, rate=rate,
-                               lockstep_period=lockstep if start_graph else 0.0,
-                               control_lockstep_timeout=CONTROL_LOCKSTEP_TIMEOUT if start_graph and lockstep > 0
-                               else 0.0, log=log, duration=duration, lockstep_lag=lag)
+                               lockstep=settings, log=log, duration=duration)
             for topic, reason in player.result.skipped.items():
                 log(f"skipped {topic}: {reason}")
             if start_graph:
@@ -92,13 +90,12 @@ def replay(bag: Path, out_dir: Path, *, profile: str = "replay", rate: float = 1
     return ReplayOutcome(0 if comparison.ok else 1, out_bag, comparison.report())
 
 
-def _decision_delay(graph: Profile) -> float:
-    """The router's decision_delay_s: the lag the player's lockstep allows, as the simulator's
-    lockstep_decision_lag did when the bag was recorded."""
-    try:
-        return float(graph.node("action_router").parameters.get("decision_delay_s", 0.0))
-    except KeyError:
-        return 0.0
+def _player_lockstep(graph: Profile, period: Optional[float]) -> LockstepSettings:
+    """The profile's lockstep for the bag player (`period` given: that period instead; 0 = off)."""
+    settings = graph.lockstep
+    if period is not None:
+        settings = dataclasses.replace(settings, period=float(period))
+    return settings if settings.enabled else LockstepSettings()
 
 
 def _params(**values):

@@ -12,7 +12,8 @@ the profile marks it `ends_run` and it exits with 0 (e.g. the simulator at the e
 or marks it `restart` (or `csr-llm run --restart NAME`): then a crash is reported and the node is
 started again after a back-off (1, 2, 4 ... s), at most MAX_RESTARTS times per run. A node with a
 `container` gets no process: its params file goes to the container's process as
-`--component PACKAGE/EXECUTABLE/NAME=PARAMS_FILE` (before `--ros-args`), which builds it there.
+`--component MODULE:CLASS/NAME=PARAMS_FILE` (before `--ros-args`, the profile's `component:`), which
+builds it there.
 """
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def resolve_entry_point(package: str, executable: str) -> tuple:
 
 def component_argument(spec: NodeSpec, params_file: Path) -> str:
     """How a container process is told to build the hosted node `spec` (see sim/hosting.py)."""
-    return f"{spec.package}/{spec.executable}/{spec.name}={params_file}"
+    return f"{spec.component}/{spec.name}={params_file}"
 
 
 def node_command(spec: NodeSpec, params_file: Path, python: str = sys.executable,

@@ -9,7 +9,7 @@ import yaml
 
 from csr_llm_bringup.graph import ProfileError, load_profile
 from csr_llm_bringup.runner import component_argument, node_command, write_params_file
-from csr_llm_bringup.sim.hosting import ComponentSpec, HostedRouter, namespace_of, parse_components
+from csr_llm_bringup.sim.hosting import ComponentSpec, namespace_of, parse_components, resolve_component
 
 
 def test_the_sim_profile_runs_the_router_in_the_simulators_process(tmp_path):
@@ -25,24 +25,26 @@ def test_the_sim_profile_runs_the_router_in_the_simulators_process(tmp_path):
                         components=[component_argument(router, write_params_file(router, tmp_path))])
     (component,) = parse_components(argv[2:])
     assert argv.index("--component") < argv.index("--ros-args")
-    assert (component.package, component.executable, component.name) == ("action_router", "router_node",
-                                                                          "action_router")
+    assert (component.target, component.name) == ("action_router.router_node:RouterNode", "action_router")
     params = yaml.safe_load(component.params_file.read_text())["/**"]["ros__parameters"]
     assert params["tick_source"] == "joint_states" and params["use_sim_time"] is True
 
 
 def test_component_arguments_and_bad_ones_are_clear_errors():
-    assert parse_components(["--component", "a/b/c=/x.yaml", "--ros-args", "--component", "ignored"]) == \
-        [ComponentSpec("a", "b", "c", Path("/x.yaml"))]
+    assert parse_components(["--component", "a.b:C/c=/x.yaml", "--ros-args", "--component", "ignored"]) == \
+        [ComponentSpec("a.b", "C", "c", Path("/x.yaml"))]
     assert parse_components(["--ros-args", "-r", "__node:=simulator"]) == []
-    for bad in (["--component"], ["--component", "a/b=/x.yaml"], ["--component", "a/b/c"],
-                ["--component", "a//c=/x.yaml"]):
-        with pytest.raises(ValueError, match="PACKAGE/EXECUTABLE/NAME=PARAMS_FILE"):
+    for bad in (["--component"], ["--component", "a/b/c=/x.yaml"], ["--component", "a:C/c"],
+                ["--component", "a/c=/x.yaml"], ["--component", "a:/c=/x.yaml"]):
+        with pytest.raises(ValueError, match="MODULE:CLASS/NAME=PARAMS_FILE"):
             parse_components(bad)
     assert namespace_of(["--ros-args", "-r", "__node:=simulator", "-r", "__ns:=/robot7"]) == "/robot7"
     assert namespace_of(["--ros-args"]) == "/"
-    with pytest.raises(ValueError, match="hosts the router"):
-        HostedRouter(ComponentSpec("csr_llm_core", "aggregator_node", "aggregator", Path("/x.yaml")))
+    with pytest.raises(ValueError, match="cannot import"):
+        resolve_component("no_such_module:Node")
+    with pytest.raises(ValueError, match="has no class Nope"):
+        resolve_component("csr_llm_bringup.sim.hosting:Nope")
+    assert resolve_component("csr_llm_bringup.sim.hosting:HostedComponent").__name__ == "HostedComponent"
 
 
 def _profile(tmp_path, nodes):
@@ -53,7 +55,8 @@ def _profile(tmp_path, nodes):
 
 def test_containers_must_name_another_top_level_node_in_the_same_namespace(tmp_path):
     sim = {"name": "simulator", "package": "csr_llm_bringup", "executable": "simulator_node"}
-    router = {"name": "action_router", "package": "action_router", "executable": "router_node"}
+    router = {"name": "action_router", "package": "action_router", "executable": "router_node",
+              "component": "action_router.router_node:RouterNode"}
     with pytest.raises(ProfileError, match="container 'nope', which is not another node"):
         load_profile(_profile(tmp_path, [sim, dict(router, container="nope")]))
     with pytest.raises(ProfileError, match="not another node"):
@@ -64,3 +67,12 @@ def test_containers_must_name_another_top_level_node_in_the_same_namespace(tmp_p
         load_profile(_profile(tmp_path, [sim, dict(router, container="simulator", namespace="robot7")]))
     loaded = load_profile(_profile(tmp_path, [sim, dict(router, container="simulator")]))
     assert [s.name for s in loaded.processes] == ["simulator"]
+
+
+def test_a_hosted_node_names_its_class(tmp_path):
+    sim = {"name": "simulator", "package": "csr_llm_bringup", "executable": "simulator_node"}
+    router = {"name": "action_router", "package": "action_router", "executable": "router_node",
+              "container": "simulator"}
+    with pytest.raises(ProfileError, match="component: module:Class"):
+        load_profile(_profile(tmp_path, [sim, router]))
+    assert load_profile(_profile(tmp_path, [sim, router]), separate_processes=True).processes

@@ -15,6 +15,7 @@ from csr_llm_msgs.msg import Decision
 from csr_llm_common.ros.spin import spinning
 from csr_llm_common.ros.stamps import sec_to_stamp, stamp_to_sec
 from csr_llm_bringup.bag_io import inspect_bag
+from csr_llm_bringup.lockstep import LockstepSettings
 from csr_llm_bringup.player import BagPlayer
 
 FOREIGN = Path("/work/shared/data/foreign_bags")
@@ -102,7 +103,7 @@ def test_a_decision_due_before_the_end_is_waited_for_before_play_returns():
         decider.create_subscription(Clock, "/clock", on_clock, 10)
         decider.create_timer(0.01, publish_due)
         player = BagPlayer(spinner.create(Node, "bag_player"), FOREIGN / "jalenlv_turtlesim_subset_mcap", report,
-                           rate=0.0, lockstep_period=1.0, lockstep_lag=1.0, lockstep_timeout=10.0, duration=5.0)
+                           rate=0.0, lockstep=LockstepSettings(period=1.0, lag=1.0, timeout=10.0), duration=5.0)
         deadline = time.monotonic() + 10       # discovery: each side's subscription matched
         while time.monotonic() < deadline and not (publisher.get_subscription_count()
                                                    and player.clock_pub.get_subscription_count()):

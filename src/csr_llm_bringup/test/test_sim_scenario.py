@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from csr_llm_bringup.sim.lockstep import DecisionHandover, Lockstep, Pacer, WallProfile
+from csr_llm_bringup.lockstep import DecisionHandover, Lockstep, Pacer, WallProfile
 from csr_llm_bringup.sim.scenario import Scenario, ScenarioError, load_scenario, resolve_scenario_path
 from csr_llm_bringup.sim.simulator import Simulator
 

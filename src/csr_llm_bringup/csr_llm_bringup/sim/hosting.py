@@ -1,44 +1,43 @@
-"""The router inside the simulator's process (graph `container: simulator`, manual composition).
+"""A node of the profile inside the simulator's process (graph `container: simulator`, manual composition).
 
-In the lockstepped sim every control tick used to be a DDS round trip between two Python
-processes on loaded cores: joint state out, the router's executor woken, the command back, the
-simulator's executor woken, then its physics thread (measured with `make run` on 2 cores: ~3.1 ms
-wall per tick, about 0.3 ms of it the router's own work). Hosted, the router node keeps every
+The profile names the hosted node's class (`component: module:Class`); the runner passes it as
+``--component MODULE:CLASS/NAME=PARAMS_FILE`` before ``--ros-args``. The hosted node keeps every
 topic, parameter and service it has in its own process, but its executor is spun by the
-simulator's physics thread only: after the joint state is published the thread runs the router's
-ready callbacks (the same subscription callback ticks it, as in its own process) and reads the
-command it just computed; in every wait it spins the router instead of sleeping. So all the
-router's callbacks run in one thread, in the order its own process would run them, and a run
-stays reproducible. The router's topics still go out (recorder, aggregator, a replay's compare).
+simulator's physics thread only: after the joint state is published the thread runs the node's
+ready callbacks and, in every wait, spins it instead of sleeping. So all its callbacks run in one
+thread, in the order its own process would run them, and a run stays reproducible; a control
+tick needs no DDS round trip between two processes. Its topics still go out (recorder, aggregator,
+a replay's compare). How the simulator drives a hosted controller is in control_link.py.
 """
 from __future__ import annotations
 
+import importlib
 import sys
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 from rclpy.executors import SingleThreadedExecutor
 
-from action_router.outputs import Command
-from action_router.router_node import RouterNode
 from csr_llm_common.ros.node import run_node
 
-ROUTER_COMPONENT = ("action_router", "router_node")      # the only node the simulator hosts
+COMPONENT_FORMAT = "MODULE:CLASS/NAME=PARAMS_FILE"
 
 
 @dataclass(frozen=True)
 class ComponentSpec:
-    package: str
-    executable: str
+    module: str
+    class_name: str
     name: str
     params_file: Path
 
+    @property
+    def target(self) -> str:
+        return f"{self.module}:{self.class_name}"
+
 
 def parse_components(argv: Sequence[str]) -> List[ComponentSpec]:
-    """The ``--component PACKAGE/EXECUTABLE/NAME=PARAMS_FILE`` arguments before ``--ros-args``."""
+    """The ``--component MODULE:CLASS/NAME=PARAMS_FILE`` arguments before ``--ros-args``."""
     args = list(argv)
     if "--ros-args" in args:
         args = args[:args.index("--ros-args")]
@@ -47,75 +46,58 @@ def parse_components(argv: Sequence[str]) -> List[ComponentSpec]:
         if arg != "--component":
             continue
         if index + 1 >= len(args):
-            raise ValueError("--component needs PACKAGE/EXECUTABLE/NAME=PARAMS_FILE")
+            raise ValueError(f"--component needs {COMPONENT_FORMAT}")
         target, sep, params = args[index + 1].partition("=")
         parts = target.split("/")
-        if not sep or len(parts) != 3 or not all(parts) or not params:
-            raise ValueError(f"--component {args[index + 1]!r}: write PACKAGE/EXECUTABLE/NAME=PARAMS_FILE")
-        out.append(ComponentSpec(parts[0], parts[1], parts[2], Path(params)))
+        module, colon, class_name = parts[0].partition(":")
+        if not sep or len(parts) != 2 or not (module and colon and class_name and parts[1]) or not params:
+            raise ValueError(f"--component {args[index + 1]!r}: write {COMPONENT_FORMAT}")
+        out.append(ComponentSpec(module, class_name, parts[1], Path(params)))
     return out
 
 
-class HostedRouter:
-    """The router node and its executor, spun only by the caller's thread."""
+def resolve_component(target: str) -> Callable[..., Any]:
+    """The node class a profile's `component: module:Class` names (ValueError when it is not there)."""
+    module_name, _, class_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"component {target!r}: cannot import {module_name} ({err})") from None
+    cls = getattr(module, class_name, None)
+    if not callable(cls):
+        raise ValueError(f"component {target!r}: {module_name} has no class {class_name}")
+    return cls
+
+
+class HostedComponent:
+    """The hosted node and its executor, spun only by the caller's thread."""
 
     def __init__(self, spec: ComponentSpec, namespace: str = "/"):
-        if (spec.package, spec.executable) != ROUTER_COMPONENT:
-            raise ValueError(f"the simulator hosts the router ({'/'.join(ROUTER_COMPONENT)}) only, "
-                             f"not {spec.package}/{spec.executable}")
+        node_class = resolve_component(spec.target)
         cli_args = ["--ros-args", "-r", f"__node:={spec.name}", "--params-file", str(spec.params_file)]
         if namespace.strip("/"):
             cli_args += ["-r", f"__ns:=/{namespace.strip('/')}"]
         # its own arguments only: the simulator's (its name, its params file) must not reach it
-        self.node = RouterNode(cli_args=cli_args, use_global_arguments=False)
+        self.node = node_class(cli_args=cli_args, use_global_arguments=False)
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.node)
         self.name = spec.name
 
     def start(self) -> None:
-        """Configure and activate it (its ``autostart``)."""
-        self.node.maybe_autostart()
-
-    @property
-    def active(self) -> bool:
-        return bool(self.node.control_active)
-
-    @property
-    def last_decision_id(self) -> int:
-        return int(self.node.last_decision_id)
-
-    def report_to(self, handover, log) -> None:
-        """At the start: the handover compares the hosted router's decision ids directly."""
-        if not self.active:
-            log.warning(f"hosted router {self.name} is not active: the simulation runs without its commands")
-            return
-        handover.on_router_status(self.last_decision_id)
-
-    def idle_for(self, handover) -> Callable[[float], None]:
-        """How the handover waits: spinning the router, which then reports its newest decision."""
-        def idle(timeout: float) -> None:
-            self.spin(timeout)
-            handover.on_router_status(self.last_decision_id)
-        return idle
+        """A lifecycle node configures and activates itself (its ``autostart``)."""
+        autostart = getattr(self.node, "maybe_autostart", None)
+        if autostart is not None:
+            autostart()
 
     def spin(self, timeout: float) -> None:
-        """Run one ready callback of the router, waiting up to `timeout` s for it."""
+        """Run one ready callback of the node, waiting up to `timeout` s for it."""
         self.executor.spin_once(timeout_sec=timeout)
 
-    def tick(self, t: float, timeout: float, stop: threading.Event) -> Optional[Command]:
-        """Spin until the router ticked the state at `t` (its joint_states callback); its command,
-        or None after `timeout` wall s (counted by the caller)."""
-        deadline = time.monotonic() + timeout
-        while self.node.last_tick_time < t - 1e-9 and not stop.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            self.executor.spin_once(timeout_sec=min(remaining, 0.005))
-        return self.node.last_command
-
     def stop(self) -> None:
-        """Zero effort and deactivate (the router's own stop step)."""
-        self.node.deactivate_if_active()
+        """A lifecycle node's own stop step (zero effort, deactivate) while the context is valid."""
+        deactivate = getattr(self.node, "deactivate_if_active", None)
+        if deactivate is not None:
+            deactivate()
 
     def close(self) -> None:
         self.executor.shutdown(timeout_sec=2.0)
@@ -131,15 +113,15 @@ def namespace_of(argv: Sequence[str]) -> str:
     return "/"
 
 
-def run_hosting_router(node_class: Callable[..., object], args: Optional[List[str]] = None) -> int:
-    """run_node for the simulator, with the router of a ``--component`` argument in its process:
-    the router is built and activated first (the physics thread starts with the node), and on
-    the way out it publishes zero effort and deactivates before the simulator's teardown."""
+def run_hosting(node_class: Callable[..., object], args: Optional[List[str]] = None) -> int:
+    """run_node for the simulator, with the node of a ``--component`` argument in its process: it is
+    built and started first (the physics thread starts with the simulator node), and on the way
+    out it stops (a controller publishes zero effort) before the simulator's teardown."""
     argv = sys.argv if args is None else args
     try:
         components = parse_components(argv)
         if len(components) > 1:
-            raise ValueError(f"the simulator hosts one router, got {len(components)} components")
+            raise ValueError(f"the simulator hosts one node, got {len(components)} components")
     except ValueError as err:
         print(f"simulator: {err}", file=sys.stderr)
         return 2
@@ -147,9 +129,9 @@ def run_hosting_router(node_class: Callable[..., object], args: Optional[List[st
     def build():
         if not components:
             return node_class()
-        hosted = HostedRouter(components[0], namespace=namespace_of(argv))
+        hosted = HostedComponent(components[0], namespace=namespace_of(argv))
         hosted.start()
-        return node_class(hosted_router=hosted)
+        return node_class(hosted=hosted)
 
     def stop_hosted(node) -> None:
         if getattr(node, "hosted", None) is not None:

@@ -1,21 +1,170 @@
-"""Lockstep with the decision loop, and real-time pacing (plain module: no rclpy).
+"""Lockstep: one protocol makes simulated runs and their replays reproducible (plain module, no rclpy).
 
-Lockstep: with period P > 0 the simulator, once its step count reaches a boundary k*P, does not
-step again until it has a decision stamped >= that boundary minus `lag` (or `timeout` wall seconds
-passed: then it counts a timeout and goes on). Boundaries are kept in integer steps, so sim time
-never drifts from the grid. With `lag` = P the decision on the state at t is computed while the
-world moves on to t + P (the router then starts it at the first tick after t + P: its
-`decision_delay_s`), so deciding and simulating overlap instead of taking turns.
+Who waits for whom. The side that feeds the sensor state (the simulator node, or the bag player in
+a replay) is the lockstep driver; the reasoning node and the router are its peers.
+* decisions: at every boundary k*period of sim time the driver holds the next state until it has
+  a decision stamped >= the boundary minus `lag` (`Lockstep`, `DecisionStamps`). With `lag` =
+  period the decision on the state at t is computed while the world moves on to t + period, and the
+  router starts it at its first tick after t + lag (its `decision_delay_s`, which must equal the lag);
+* events: an announced world event's decision arrives before the world moves on (`EventDecisions`);
+* handover: before each joint state the router holds every decision the driver has seen
+  (`DecisionHandover`, from RouterStatus.last_decision_id);
+* control: after each joint state the driver waits for the router's command of that state
+  (`CommandWait`), up to `control_timeout` wall seconds;
+* pacing: outside the waits sim time follows real_time_factor x wall time (`Pacer`).
+
+A profile turns it on with one key (`LockstepSettings`): the graph loader hands it to the
+driver (the simulator's parameters) and `csr-llm replay` to its bag player.
 """
 from __future__ import annotations
 
 import math
 import threading
 import time
-from typing import Callable, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Mapping, Optional
+
+WaitIdle = Callable[[float], None]      # how a wait passes `timeout` s between checks
+
+
+@dataclass(frozen=True)
+class LockstepSettings:
+    """The profile's `lockstep:` key. period 0 = off."""
+    period: float = 0.0            # sim s between decision boundaries
+    lag: float = 0.0               # sim s: a boundary needs the decision this much older
+    timeout: float = 30.0          # wall s a boundary or an event waits, then counts a timeout and goes on
+    control_timeout: float = 0.0   # wall s the driver waits for the router's command of each state; 0 = off
+
+    KEYS = ("period", "lag", "timeout", "control_timeout")
+
+    @property
+    def enabled(self) -> bool:
+        return self.period > 0
+
+    @classmethod
+    def from_mapping(cls, data: Optional[Mapping[str, Any]]) -> "LockstepSettings":
+        """From a profile's `lockstep:` mapping; ValueError names the bad key."""
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise ValueError(f"lockstep must be a mapping of {', '.join(cls.KEYS)}, got {data!r}")
+        unknown = sorted(set(data) - set(cls.KEYS))
+        if unknown:
+            raise ValueError(f"lockstep: unknown key(s) {', '.join(unknown)} (known: {', '.join(cls.KEYS)})")
+        values = {}
+        for key in cls.KEYS:
+            value = data.get(key, getattr(cls, key))
+            try:
+                values[key] = float(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"lockstep.{key} must be a number, got {value!r}") from None
+            if not 0.0 <= values[key] < math.inf:
+                raise ValueError(f"lockstep.{key} must be >= 0 and finite, got {value!r}")
+        return cls(**values)
+
+    def simulator_parameters(self) -> Dict[str, float]:
+        """The simulator node's parameters for these settings (sim_config.SimulatorConfig)."""
+        return {"lockstep_decision_period": self.period, "lockstep_decision_lag": self.lag,
+                "lockstep_timeout": self.timeout, "control_lockstep_timeout": self.control_timeout}
+
+
+class DecisionStamps:
+    """The newest decision stamp seen (sim s), from decisions and from the decision loop's schedule.
+
+    `on_schedule(next_due)`: the loop's next periodic decision is stamped `next_due` (CsrStatus), so
+    no boundary before it will get one and none before it waits; it counts as a decision stamped
+    `margin` earlier."""
+
+    def __init__(self, margin: float):
+        self.margin = float(margin)
+        self.latest = -math.inf
+        self._lock = threading.Lock()
+        self.event = threading.Event()             # set on every decision (wakes a waiting loop)
+
+    def on_decision(self, stamp: float) -> None:
+        with self._lock:
+            if stamp > self.latest:
+                self.latest = stamp
+        self.event.set()
+
+    def on_schedule(self, next_due: float) -> None:
+        if next_due > 0:
+            self.on_decision(next_due - self.margin)
+
+    def covers(self, t: float, tolerance: float) -> bool:
+        return self.latest >= t - tolerance
+
+    def wait_for(self, t: float, timeout: float, poll: float = 0.01) -> bool:
+        """Block until a decision stamped >= t (1 ns tolerance) is in, up to `timeout` wall s."""
+        start = time.monotonic()
+        while not self.covers(t, 1e-9):
+            if time.monotonic() - start > timeout:
+                return False
+            self.event.wait(poll)
+            self.event.clear()
+        return True
+
+
+class EventDecisions:
+    """An announced world event's decision arrives before the world moves on, so the router starts
+    it at the same tick in every run (and in the replay, which waits alike)."""
+
+    def __init__(self) -> None:
+        self.announced = 0
+        self.decided = 0
+        self.event = threading.Event()
+
+    def on_announced(self) -> None:
+        self.announced += 1
+
+    def on_decided(self) -> None:
+        self.decided += 1
+        self.event.set()
+
+    def wait(self, timeout: float, idle: WaitIdle, stop: Optional[threading.Event] = None,
+             poll: float = 0.005) -> float:
+        """Block until every announced event has its decision (up to `timeout` wall s); wall s waited."""
+        start = time.monotonic()
+        while self.decided < self.announced and not (stop is not None and stop.is_set()) \
+                and time.monotonic() - start < timeout:
+            idle(poll)
+        return time.monotonic() - start
+
+
+class CommandWait:
+    """Control lockstep: after publishing the state at t, the driver waits for the router's command
+    stamped t (MotorCommand; the router stamps each command with its state's stamp)."""
+
+    def __init__(self, timeout: float, poll: float = 0.005):
+        self.timeout = float(timeout)
+        self.poll = poll
+        self.newest = -math.inf
+        self.waits = 0
+        self.timeouts = 0
+        self.event = threading.Event()
+
+    def on_command(self, stamp: float) -> None:
+        self.newest = max(self.newest, stamp)
+        self.event.set()
+
+    def wait(self, t: float, stop: Optional[threading.Event] = None) -> bool:
+        """Block until the command of the state at t is in (True) or `timeout` wall s passed
+        (False, counted)."""
+        self.waits += 1
+        deadline = time.monotonic() + self.timeout
+        while self.newest < t - 1e-9 and not (stop is not None and stop.is_set()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.timeouts += 1
+                return False
+            self.event.wait(min(remaining, self.poll))
+            self.event.clear()
+        return True
 
 
 class Lockstep:
+    """The simulator's decision boundaries, in integer steps (sim time never drifts from the grid)."""
+
     def __init__(self, period: float, dt: float, timeout: float = 30.0,
                  wall: Callable[[], float] = time.monotonic, lag: float = 0.0):
         self.dt = float(dt)
@@ -26,12 +175,11 @@ class Lockstep:
         self.timeout = float(timeout)
         self._wall = wall
         self.next_boundary = self.period_steps     # in steps
-        self.latest_decision = -math.inf           # newest decision stamp seen (s)
+        self.decisions = DecisionStamps(margin=self.dt)
         self.waits = 0
         self.timeouts = 0
         self.waiting_since: Optional[float] = None
-        self._lock = threading.Lock()
-        self.event = threading.Event()             # set on every decision (wakes a waiting loop)
+        self.event = self.decisions.event          # set on every decision (wakes a waiting loop)
 
     @property
     def enabled(self) -> bool:
@@ -48,24 +196,22 @@ class Lockstep:
         return self.next_boundary * self.dt
 
     def on_decision(self, stamp: float) -> None:
-        with self._lock:
-            if stamp > self.latest_decision:
-                self.latest_decision = stamp
-        self.event.set()
+        self.decisions.on_decision(stamp)
 
     def on_schedule(self, next_due: float) -> None:
-        """The decision loop's next periodic decision is stamped `next_due` (CsrStatus): no
-        boundary before it will get one, so none before it waits (the first boundary, mostly:
-        the loop's first decision falls one period after its first chunk)."""
-        if next_due > 0:
-            self.on_decision(next_due - self.dt)
+        """The loop's first decision falls one period after its first chunk: no boundary before it waits."""
+        self.decisions.on_schedule(next_due)
+
+    @property
+    def latest_decision(self) -> float:
+        return self.decisions.latest
 
     def blocked(self, steps: int) -> bool:
         """True while the simulator (at `steps`) must not step. Counts waits and timeouts."""
         if self.period_steps <= 0 or steps < self.next_boundary:
             return False
         needed_t = (self.next_boundary - self.lag_steps) * self.dt
-        if self.latest_decision >= needed_t - 0.5 * self.dt:
+        if self.decisions.covers(needed_t, 0.5 * self.dt):
             self._advance(steps)
             return False
         now = self._wall()
@@ -86,7 +232,7 @@ class Lockstep:
         if self.period_steps <= 0:
             return True
         last = (steps // self.period_steps - 1) * self.period_steps
-        return self.latest_decision >= last * self.dt - 0.5 * self.dt
+        return self.decisions.covers(last * self.dt, 0.5 * self.dt)
 
     def _advance(self, steps: int) -> None:
         self.waiting_since = None
