@@ -92,82 +92,97 @@ def compare(golden: RunOutputs, replay: RunOutputs, tolerances: Mapping[str, flo
             check_motor: bool = True) -> Comparison:
     """`skew_s`: motor commands may lag or lead by up to this much sim time (the replayed router
     runs open loop on recorded joint states and its ticks need not land where the original's did)."""
-    lines: List[str] = []
-    ok = True
-    # --- decisions: exact, in order
+    decisions_ok, lines = _compare_decisions(golden, replay)
+    motor_ok, motor_lines = _compare_motor(golden, replay, tolerances, default_tolerance, grid_s, skew_s,
+                                           check_motor)
+    ok = decisions_ok and motor_ok
+    lines = ["MATCH" if ok else "MISMATCH"] + lines + motor_lines + _timing_lines(golden, replay)
+    return Comparison(ok, lines)
+
+
+def _compare_decisions(golden: RunOutputs, replay: RunOutputs) -> Tuple[bool, List[str]]:
+    """Decisions exactly, in order: (all match, report lines)."""
     # decisions one run made after the other stopped recording are not a divergence
     # (both runs only had inputs up to the earlier of their last motor commands)
     ends = [run.motor_t[-1] for run in (golden, replay) if run.motor_t]
     end = min(ends) if ends else math.inf
-
-    def trim(run: RunOutputs, other: RunOutputs) -> List[DecisionRecord]:
-        # strictly before: a decision due at the very end may have been cut off by the shutdown
-        return [d for d in run.decisions if d.t < end - 1e-9]
-    golden_d, replay_d = trim(golden, replay), trim(replay, golden)
+    # strictly before: a decision due at the very end may have been cut off by the shutdown
+    golden_d = [d for d in golden.decisions if d.t < end - 1e-9]
+    replay_d = [d for d in replay.decisions if d.t < end - 1e-9]
     beyond = len(golden.decisions) - len(golden_d) + len(replay.decisions) - len(replay_d)
-    n = max(len(golden_d), len(replay_d))
-    first = None
-    for i in range(n):
+    for i in range(max(len(golden_d), len(replay_d))):
         g = golden_d[i] if i < len(golden_d) else None
         r = replay_d[i] if i < len(replay_d) else None
         if g is None or r is None or (g.intent, g.arguments) != (r.intent, r.arguments):
-            first = (i, g, r)
-            break
-    if first is None:
-        lines.append(f"decisions: {len(golden_d)} match exactly"
-                     + (f" ({beyond} made after the other run's recording ended, not compared)" if beyond else ""))
-    else:
-        ok = False
-        i, g, r = first
-        ref = g or r
-        assert ref is not None   # i < n: at least one run has decision #i
-        chunk = golden.chunks.get(ref.last_chunk_seq, replay.chunks.get(ref.last_chunk_seq, "(not recorded)"))
-        lines += [f"decisions: FIRST DIVERGENCE at decision #{i}, sim time {ref.t:.3f} s, "
-                  f"state version {ref.state_version}",
-                  f"  golden: {_fmt_decision(g)}",
-                  f"  replay: {_fmt_decision(r)}",
-                  f"  last chunk before it (seq {ref.last_chunk_seq}): {chunk}",
-                  f"  counts: golden {len(golden.decisions)}, replay {len(replay.decisions)}"]
-    # --- motor commands: per joint within tolerance on a common grid
-    if golden.motor_t and replay.motor_t:
-        gt, rt = np.asarray(golden.motor_t), np.asarray(replay.motor_t)
-        start, end = max(gt[0], rt[0]), min(gt[-1], rt[-1])
-        grid = np.arange(start, end, grid_s) if end > start else np.array([start])
-        ge, re_ = np.vstack(golden.motor_effort), np.vstack(replay.motor_effort)
-        gi = np.clip(np.searchsorted(gt, grid, side="right") - 1, 0, len(gt) - 1)   # zero-order hold
-        ri = np.clip(np.searchsorted(rt, grid, side="right") - 1, 0, len(rt) - 1)
-        g_grid, r_grid = ge[gi], re_[ri]
-        shift = int(round(skew_s / grid_s))
-        diff = np.full_like(g_grid, np.inf)
-        for k in range(-shift, shift + 1):     # best match within +-skew_s, per sample and joint
-            lo, hi = max(0, -k), min(len(grid), len(grid) - k)
-            if hi > lo:
-                np.minimum(diff[lo:hi], np.abs(g_grid[lo:hi] - r_grid[lo + k:hi + k]), out=diff[lo:hi])
-        rows = []
-        for j, name in enumerate(golden.motor_names):
-            tol = float(tolerances.get(name, default_tolerance))
-            over = np.nonzero(diff[:, j] > tol)[0]
-            worst = float(diff[:, j].max()) if len(diff) else 0.0
-            status = ("ok" if not len(over)
-                      else f"EXCEEDED first at {grid[over[0]]:.3f} s ({len(over)} of {len(grid)} samples)")
-            if check_motor:
-                ok &= not len(over)
-            rows.append(f"  {name:>18}: max |diff| {worst:8.3f} (tolerance {tol:g}) {status}")
-        lines.append(f"motor commands: {len(grid)} samples over {end - start:.2f} s of sim time "
-                     f"(timing skew allowed: +-{skew_s * 1e3:.0f} ms)"
-                     + ("" if check_motor else " - reported, not judged (--no-motor-check)"))
-        lines += rows
-    elif (golden.motor_t or replay.motor_t) and check_motor:
-        ok = False
-        lines.append(f"motor commands: golden has {len(golden.motor_t)}, replay has {len(replay.motor_t)}")
-    # --- timing, side by side (reported, not judged)
+            return False, _divergence_lines(golden, replay, i, g, r)
+    return True, [f"decisions: {len(golden_d)} match exactly"
+                  + (f" ({beyond} made after the other run's recording ended, not compared)" if beyond else "")]
+
+
+def _divergence_lines(golden: RunOutputs, replay: RunOutputs, i: int, g: Optional[DecisionRecord],
+                      r: Optional[DecisionRecord]) -> List[str]:
+    """The report of the first divergence, decision #i (g or r: None where that run has none)."""
+    ref = g or r
+    assert ref is not None   # at least one run has decision #i
+    chunk = golden.chunks.get(ref.last_chunk_seq, replay.chunks.get(ref.last_chunk_seq, "(not recorded)"))
+    return [f"decisions: FIRST DIVERGENCE at decision #{i}, sim time {ref.t:.3f} s, "
+            f"state version {ref.state_version}",
+            f"  golden: {_fmt_decision(g)}",
+            f"  replay: {_fmt_decision(r)}",
+            f"  last chunk before it (seq {ref.last_chunk_seq}): {chunk}",
+            f"  counts: golden {len(golden.decisions)}, replay {len(replay.decisions)}"]
+
+
+def _compare_motor(golden: RunOutputs, replay: RunOutputs, tolerances: Mapping[str, float],
+                   default_tolerance: float, grid_s: float, skew_s: float, check_motor: bool
+                   ) -> Tuple[bool, List[str]]:
+    """Motor commands per joint within tolerance on a common grid: (within, or not judged; report lines)."""
+    if not (golden.motor_t and replay.motor_t):
+        if (golden.motor_t or replay.motor_t) and check_motor:
+            return False, [f"motor commands: golden has {len(golden.motor_t)}, replay has {len(replay.motor_t)}"]
+        return True, []
+    gt, rt = np.asarray(golden.motor_t), np.asarray(replay.motor_t)
+    start, end = max(gt[0], rt[0]), min(gt[-1], rt[-1])
+    grid = np.arange(start, end, grid_s) if end > start else np.array([start])
+    diff = _motor_differences(golden, replay, grid, int(round(skew_s / grid_s)))
+    ok = True
+    rows = []
+    for j, name in enumerate(golden.motor_names):
+        tol = float(tolerances.get(name, default_tolerance))
+        over = np.nonzero(diff[:, j] > tol)[0]
+        worst = float(diff[:, j].max()) if len(diff) else 0.0
+        status = ("ok" if not len(over)
+                  else f"EXCEEDED first at {grid[over[0]]:.3f} s ({len(over)} of {len(grid)} samples)")
+        if check_motor:
+            ok &= not len(over)
+        rows.append(f"  {name:>18}: max |diff| {worst:8.3f} (tolerance {tol:g}) {status}")
+    return ok, [f"motor commands: {len(grid)} samples over {end - start:.2f} s of sim time "
+                f"(timing skew allowed: +-{skew_s * 1e3:.0f} ms)"
+                + ("" if check_motor else " - reported, not judged (--no-motor-check)")] + rows
+
+
+def _motor_differences(golden: RunOutputs, replay: RunOutputs, grid: np.ndarray, shift: int) -> np.ndarray:
+    """|golden - replay| per grid sample and joint (zero-order hold), the best within +-shift samples."""
+    gt, rt = np.asarray(golden.motor_t), np.asarray(replay.motor_t)
+    ge, re_ = np.vstack(golden.motor_effort), np.vstack(replay.motor_effort)
+    gi = np.clip(np.searchsorted(gt, grid, side="right") - 1, 0, len(gt) - 1)
+    ri = np.clip(np.searchsorted(rt, grid, side="right") - 1, 0, len(rt) - 1)
+    g_grid, r_grid = ge[gi], re_[ri]
+    diff = np.full_like(g_grid, np.inf)
+    for k in range(-shift, shift + 1):
+        lo, hi = max(0, -k), min(len(grid), len(grid) - k)
+        if hi > lo:
+            np.minimum(diff[lo:hi], np.abs(g_grid[lo:hi] - r_grid[lo + k:hi + k]), out=diff[lo:hi])
+    return diff
+
+
+def _timing_lines(golden: RunOutputs, replay: RunOutputs) -> List[str]:
+    """Decision counts and TTFT percentiles side by side (reported, not judged)."""
     def stats(run: RunOutputs):
         ttft = [d.ttft_ms for d in run.decisions] or [math.nan]
         return len(run.decisions), float(np.percentile(ttft, 50)), float(np.percentile(ttft, 99))
     (gn, g50, g99), (rn, r50, r99) = stats(golden), stats(replay)
-    lines += ["timing (reported, not compared):   golden   replay",
-              f"  decisions                     {gn:8d} {rn:8d}",
-              f"  ttft p50 [ms]                 {g50:8.1f} {r50:8.1f}",
-              f"  ttft p99 [ms]                 {g99:8.1f} {r99:8.1f}"]
-    lines.insert(0, "MATCH" if ok else "MISMATCH")
-    return Comparison(ok, lines)
+    return ["timing (reported, not compared):   golden   replay",
+            f"  decisions                     {gn:8d} {rn:8d}",
+            f"  ttft p50 [ms]                 {g50:8.1f} {r50:8.1f}",
+            f"  ttft p99 [ms]                 {g99:8.1f} {r99:8.1f}"]

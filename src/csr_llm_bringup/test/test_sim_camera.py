@@ -57,7 +57,7 @@ def test_every_pixel_agrees_with_mj_ray_and_the_robot_is_invisible(handle):
             if gid[0] >= 0:
                 assert dist * sim.camera._axis_cos[v, u] == pytest.approx(depth[v, u], abs=1e-5)
     # the arm moved into view changes nothing: the robot's geoms are not in the camera's groups
-    sim.data.qpos[sim._qslice] = [0.0, -1.0, 0.5, 0.0, 0.04]
+    sim.physics.set_joint_positions([0.0, -1.0, 0.5, 0.0, 0.04])
     mujoco.mj_forward(sim.model, sim.data)
     assert np.array_equal(sim.depth_image()[0], depth)
     # the handles differ where the camera looks

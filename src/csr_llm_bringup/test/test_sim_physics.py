@@ -247,3 +247,16 @@ def test_scenario_heat_boost_pushes_a_motor_over_70_C_in_the_simulator():
     assert sim.temperatures()[2] < 50.0
     with pytest.raises(ValueError):
         sim.heat("no_such_joint", add=5.0)
+
+
+def test_the_mjcf_text_is_pinned_for_each_handle_type():
+    """sha256 of build_mjcf() for the default description (config/robot_description.yaml) and world:
+    a change to the model's text must be deliberate (then update the hashes)."""
+    import hashlib
+
+    from csr_llm_bringup.sim.robot_model import build_mjcf
+    pinned = {"lever": "04fc945af54f38040ff2b43d077a98b1bddb778622d17143cdd83704763fa58e",
+              "knob": "390789f2b4b24bcd5e5a769e009a532077c097591fb3a2425159bef438e204c8",
+              "none": "29b18d8d04ca4bd34024e93e5a67572915dbf5dd5bfeb7f48ec7b4e0ca33166f"}
+    for handle, digest in pinned.items():
+        assert hashlib.sha256(build_mjcf(world={"handle": handle}).encode()).hexdigest() == digest, handle

@@ -260,12 +260,12 @@ def test_an_operator_drive_with_brake_holds_the_wheels_still_whatever_cmd_vel_sa
     sim = Simulator()
     sim.drive(0.4, duration=0.5, brake=0.6)
     sim.step(100)                                   # 0.2 s of driving
-    assert sim.driving and sim._base_command()[0] == pytest.approx(0.4)
+    assert sim.driving and sim.base_command()[0] == pytest.approx(0.4)
     while sim.time < 0.55:
         sim.set_cmd_vel(-0.3, 0.0)                  # the robot's own command is overridden meanwhile
         sim.step(10)
-    assert sim.driving and sim._base_command() == (0.0, 0.0)
+    assert sim.driving and sim.base_command() == (0.0, 0.0)
     while sim.time < 1.2:
         sim.set_cmd_vel(-0.3, 0.0)
         sim.step(10)
-    assert not sim.driving and sim._base_command()[0] == pytest.approx(-0.3)   # handed back
+    assert not sim.driving and sim.base_command()[0] == pytest.approx(-0.3)   # handed back

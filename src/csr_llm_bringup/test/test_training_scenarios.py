@@ -104,7 +104,7 @@ def test_a_round_is_scored_like_the_bench_so_two_rounds_of_one_seed_compare(tmp_
     """The lockstepped graph is stood in for (it runs in make intent-adapter-round); the scoring, the
     rerun of a failed run and round.json are the real ones."""
     import json
-    from csr_llm_bringup import bench_decisions
+    from csr_llm_bringup.lab import bench_decisions
     from csr_llm_bringup.run_report import RunStats
     from csr_llm_bringup.lab.training_scenarios import main
     codes = {"train_000": iter([0]), "train_001": iter([1, 1])}

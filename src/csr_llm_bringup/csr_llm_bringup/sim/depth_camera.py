@@ -23,6 +23,7 @@ from typing import Optional, Sequence, Tuple
 
 import mujoco
 import numpy as np
+import numpy.typing as npt
 
 ROBOT_GEOM_GROUP = 3       # geoms of the robot itself (invisible to its own camera)
 
@@ -73,7 +74,7 @@ class DepthCamera:
         self.depth = np.zeros((spec.height, spec.width), dtype=np.float32)
         self.geom = np.zeros((spec.height, spec.width), dtype=np.int32)
 
-    def capture(self, data: mujoco.MjData, position: Sequence[float], rotation: np.ndarray
+    def capture(self, data: mujoco.MjData, position: npt.ArrayLike, rotation: npt.ArrayLike
                 ) -> Tuple[np.ndarray, np.ndarray]:
         """Depth image (float32, m, +inf = no return) and geom ids (-1 = none) seen from a camera
         at world ``position`` whose body axes (x forward, y left, z up) are ``rotation``'s columns."""

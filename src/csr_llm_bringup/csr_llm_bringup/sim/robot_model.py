@@ -3,7 +3,7 @@
 Robot
   base      planar body (slide x, slide y, hinge yaw), 24 kg box 0.50 x 0.40 x 0.20 m; its two
             drive wheels (radius 0.08 m, track 0.44 m) are simulated in Python by the traction model
-            of ``simulator.py`` (wheel speed, motor torque, friction-limited tyre force), which is
+            of ``traction.py`` (wheel speed, motor torque, friction-limited tyre force), which is
             what lets the wheels spin on the low-friction patch while the base slides less.
   arm       mounted on the base top (0.12, 0, 0.30) m above the base origin:
               arm_shoulder_pan   hinge z     shoulder housing 0.5 kg
@@ -150,31 +150,24 @@ def build_mjcf(limits: Optional[Mapping[str, Sequence[float]]] = None, world: Op
     w = world_config(world)
     if w["handle"] not in HANDLE_TYPES:
         raise ValueError(f"handle must be one of {HANDLE_TYPES}, got {w['handle']!r}")
-    lo, hi, emax = lim["position_min"], lim["position_max"], lim["effort_max"]
-    r = float(w["wheel_radius"])
-    track = float(w["wheel_track"])
-    hx, hy, hz = (float(v) for v in handle_pos)
-    # door: hinge `door_hinge_offset` to the right of the handle (in the handle's yaw frame), panel
-    # 4 cm behind the handle axis; opening (+angle) swings the handle toward the robot.
-    c, s = math.cos(handle_yaw), math.sin(handle_yaw)
-    off = float(w["door_hinge_offset"])
-    panel_dx = 0.04
-    hinge = (hx + c * panel_dx + s * off, hy + s * panel_dx - c * off, 0.0)
-    patches = "\n".join(
-        f'    <geom name="slip_patch_{i}" type="box" contype="0" conaffinity="0" rgba="0.5 0.7 1 0.5" '
-        f'pos="{_f([(p["box"][0] + p["box"][1]) / 2, (p["box"][2] + p["box"][3]) / 2, 0.001])}" '
-        f'size="{_f([(p["box"][1] - p["box"][0]) / 2, (p["box"][3] - p["box"][2]) / 2, 0.001])}"/>'
-        for i, p in enumerate(w["slip_patches"]))
-    # the fixed finger's capsule: x ends and height in the hand frame
-    finger_x0, finger_x1 = f"{GRIP_OFFSET - FINGER_HALF[0]:.6g}", f"{GRIP_OFFSET + FINGER_HALF[0]:.6g}"
-    finger_z = f"{FINGER_INNER - FINGER_HALF[2]:.6g}"
-    motors = "\n".join(f'    <motor name="{j}" joint="{j}" ctrlrange="{-emax[i]:.6g} {emax[i]:.6g}"/>'
-                       for i, j in enumerate(JOINTS))
-    ps = w["person_start"]
-    sh = w["shelf_default"]
-    handle = _handle_mjcf(str(w["handle"]), off, panel_dx, hz)
     return f"""<mujoco model="csr_llm_mobile_manipulator">
-  <compiler angle="radian" autolimits="true"/>
+{_header_mjcf(timestep)}
+  <worldbody>
+    <light pos="0 0 4" dir="0 0 -1"/>
+    <geom name="floor" class="world" type="plane" size="12 12 0.1" rgba="0.8 0.8 0.8 1"/>
+{_slip_patches_mjcf(w)}
+{_robot_mjcf(lim, w)}
+{_door_mjcf(w, handle_pos, handle_yaw)}
+{_props_mjcf(w)}
+  </worldbody>
+{_actuators_and_sensors_mjcf(lim["effort_max"])}
+</mujoco>
+"""
+
+
+def _header_mjcf(timestep: float) -> str:
+    """Compiler, simulation options and the default classes (world, robot, grip)."""
+    return f"""  <compiler angle="radian" autolimits="true"/>
   <option timestep="{timestep}" gravity="0 0 -9.81" integrator="implicitfast"/>
   <default>
     <geom contype="0" conaffinity="0" density="0"/>
@@ -187,12 +180,27 @@ def build_mjcf(limits: Optional[Mapping[str, Sequence[float]]] = None, world: Op
         <geom contype="2" conaffinity="0" friction="1.5 0.02 0.001" solref="0.004 1" solimp="0.95 0.99 0.001"/>
       </default>
     </default>
-  </default>
-  <worldbody>
-    <light pos="0 0 4" dir="0 0 -1"/>
-    <geom name="floor" class="world" type="plane" size="12 12 0.1" rgba="0.8 0.8 0.8 1"/>
-{patches}
-    <body name="base" pos="0 0 0" childclass="robot">
+  </default>"""
+
+
+def _slip_patches_mjcf(w: dict) -> str:
+    """The low-friction floor patches (visual only: the traction model applies their friction)."""
+    return "\n".join(
+        f'    <geom name="slip_patch_{i}" type="box" contype="0" conaffinity="0" rgba="0.5 0.7 1 0.5" '
+        f'pos="{_f([(p["box"][0] + p["box"][1]) / 2, (p["box"][2] + p["box"][3]) / 2, 0.001])}" '
+        f'size="{_f([(p["box"][1] - p["box"][0]) / 2, (p["box"][3] - p["box"][2]) / 2, 0.001])}"/>'
+        for i, p in enumerate(w["slip_patches"]))
+
+
+def _robot_mjcf(lim: Mapping[str, Sequence[float]], w: dict) -> str:
+    """The base with its wheels and IMU, and the arm with the gripper and its pad sensors."""
+    lo, hi = lim["position_min"], lim["position_max"]
+    r = float(w["wheel_radius"])
+    track = float(w["wheel_track"])
+    # the fixed finger's capsule: x ends and height in the hand frame
+    finger_x0, finger_x1 = f"{GRIP_OFFSET - FINGER_HALF[0]:.6g}", f"{GRIP_OFFSET + FINGER_HALF[0]:.6g}"
+    finger_z = f"{FINGER_INNER - FINGER_HALF[2]:.6g}"
+    return f"""    <body name="base" pos="0 0 0" childclass="robot">
       <joint name="base_x" type="slide" axis="1 0 0"/>
       <joint name="base_y" type="slide" axis="0 1 0"/>
       <joint name="base_yaw" type="hinge" axis="0 0 1"/>
@@ -239,15 +247,33 @@ def build_mjcf(limits: Optional[Mapping[str, Sequence[float]]] = None, world: Op
           </body>
         </body>
       </body>
-    </body>
-    <body name="door" pos="{_f(hinge)}" euler="0 0 {handle_yaw:.9g}">
+    </body>"""
+
+
+def _door_mjcf(w: dict, handle_pos: Sequence[float], handle_yaw: float) -> str:
+    """The hinged door with its handle, the handle bar's centre at handle_pos."""
+    hx, hy, hz = (float(v) for v in handle_pos)
+    # door: hinge `door_hinge_offset` to the right of the handle (in the handle's yaw frame), panel
+    # 4 cm behind the handle axis; opening (+angle) swings the handle toward the robot.
+    c, s = math.cos(handle_yaw), math.sin(handle_yaw)
+    off = float(w["door_hinge_offset"])
+    panel_dx = 0.04
+    hinge = (hx + c * panel_dx + s * off, hy + s * panel_dx - c * off, 0.0)
+    handle = _handle_mjcf(str(w["handle"]), off, panel_dx, hz)
+    return f"""    <body name="door" pos="{_f(hinge)}" euler="0 0 {handle_yaw:.9g}">
       <joint name="door_hinge" type="hinge" axis="0 0 1" range="0 1.6" damping="{float(w['door_damping']):.6g}"
              stiffness="{float(w['door_stiffness']):.6g}"/>
       <geom name="door_panel" type="box" pos="0 {off / 2 + 0.05:.6g} 1.0" size="0.02 {off / 2 + 0.15:.6g} 1.0" mass="8"
             rgba="0.6 0.4 0.2 1"/>
 {handle}
-    </body>
-    <body name="shelf" mocap="true" pos="{_f(sh)}">
+    </body>"""
+
+
+def _props_mjcf(w: dict) -> str:
+    """The mocap shelf board, the (parked) object, the mocap crate and the person."""
+    ps = w["person_start"]
+    sh = w["shelf_default"]
+    return f"""    <body name="shelf" mocap="true" pos="{_f(sh)}">
       <geom name="shelf_board" class="world" type="box" size="{_f(SHELF_HALF)}" rgba="0.5 0.35 0.2 1"/>
     </body>
     <body name="object" pos="{_f(PARKED_OBJECT)}" gravcomp="1">
@@ -260,9 +286,14 @@ def build_mjcf(limits: Optional[Mapping[str, Sequence[float]]] = None, world: Op
     </body>
     <body name="person" mocap="true" pos="{_f([ps[0], ps[1], 0.9])}">
       <geom name="person" type="capsule" size="{float(w['person_radius']):.6g} 0.7" rgba="0.9 0.7 0.6 1"/>
-    </body>
-  </worldbody>
-  <actuator>
+    </body>"""
+
+
+def _actuators_and_sensors_mjcf(emax: Sequence[float]) -> str:
+    """One effort motor per arm joint (ctrlrange = its effort limit), the pad and IMU sensors."""
+    motors = "\n".join(f'    <motor name="{j}" joint="{j}" ctrlrange="{-emax[i]:.6g} {emax[i]:.6g}"/>'
+                       for i, j in enumerate(JOINTS))
+    return f"""  <actuator>
 {motors}
   </actuator>
   <sensor>
@@ -271,10 +302,7 @@ def build_mjcf(limits: Optional[Mapping[str, Sequence[float]]] = None, world: Op
     <accelerometer name="imu_acc" site="imu"/>
     <gyro name="imu_gyro" site="imu"/>
     <framequat name="imu_quat" objtype="site" objname="imu"/>
-  </sensor>
-</mujoco>
-"""
-
+  </sensor>"""
 
 def _handle_mjcf(kind: str, off: float, panel_dx: float, hz: float) -> str:
     """The door's handle bodies (door frame): the sprung lever on its backplate, a knob, or nothing.

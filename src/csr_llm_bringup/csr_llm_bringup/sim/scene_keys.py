@@ -71,7 +71,7 @@ class SceneMaker:
     def _reset(self, sim: Simulator, door: float = 0.0) -> None:
         sim.remove_object()
         sim.remove_crate()
-        sim.data.qpos[sim._door_q] = door
+        sim.set_door_angle(door)
 
     def _jitter(self, x: float, y: float, yaw: float, scale: float = 1.0) -> Tuple[float, float, float]:
         r = self.rng

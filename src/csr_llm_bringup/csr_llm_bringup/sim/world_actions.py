@@ -1,115 +1,112 @@
-"""World actions of the simulator (plain module): what scenario events do to the world.
+"""What scenario events do to the world (plain module: MuJoCo + numpy, no rclpy).
 
-The scenario engine (scenario.py) calls these on the ``Simulator`` (which inherits ``WorldActions``):
-  * person: walk towards the base until a clearance (``person_approach``), back home
-    (``person_leave``) or to a point (``person_to``); the walk advances in the 100 Hz update
-    (``_update_person``) and moves the person's mocap body.
-  * object: place it on the shelf board (at a position, or "in reach" of a named arm pose, the board
-    moved under it) or park it out of the world (``remove_object``).
-  * crate: put the (visual) crate on the floor at (x, y, yaw) or park it out of the world.
-  * heat: extra heat on a joint motor (thermal.py).
-  * drive: a scripted operator takeover of the base that overrides cmd_vel until done; steered in
-    the 100 Hz update (``_update_drive``); ``driving`` says whether one is active.
+Parts of the ``Simulator``, each owning its state:
+  * ``Person``: walks towards the base until a clearance (``approach``), back home (``leave``) or
+    to a point (``walk_to``); the walk advances in the 100 Hz update and moves the person's mocap
+    body.
+  * ``ShelfObject``: the object placed on the shelf board (at a position, or "in reach" of a named
+    arm pose, the board moved under it) or parked out of the world.
+  * ``ScriptedDrive``: an operator takeover of the base that overrides cmd_vel until done; steered
+    in the 100 Hz update.
+  * ``heat_joint``: extra heat on a joint motor (thermal.py).
+The crate is a mocap body without state of its own (``MujocoWorld.place_crate``).
 """
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union, cast
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple, Union, cast
 
 import mujoco
 import numpy as np
 
-from .robot_model import JOINTS, OBJECT_HALF, OBJECT_OFFSET, PARKED_CRATE, PARKED_OBJECT, SHELF_HALF, SHELF_OFFSET
+from .mujoco_world import MujocoWorld, Pose
+from .robot_model import JOINTS, OBJECT_HALF, OBJECT_OFFSET, SHELF_HALF, SHELF_OFFSET
 from .thermal import ThermalModel
 
 
-class WorldActions:
-    """Scenario-driven changes to the world, mixed into ``Simulator``.
+class Person:
+    """The person (a mocap capsule) and where the scenario sends them."""
 
-    Relies on these Simulator attributes (set in ``Simulator.__init__``): the MuJoCo ``model`` and
-    ``data``; the person's ``person_pos``, ``person_home`` and mocap index ``_person_mocap``; the
-    object's qpos/qvel addresses ``_obj_q``/``_obj_v``, ``_obj_body``, ``_obj_geom`` and the shelf's
-    mocap index ``_shelf_mocap``; ``thermal``; and ``time``, ``base_pose()``, ``person_distance()``,
-    ``grip_point()``. It owns ``_person_goal``, ``_drive``, ``object_present`` and ``object_name``
-    (initialised by the Simulator).
-    """
+    def __init__(self, world: MujocoWorld, home: Sequence[float], radius: float, base_radius: float):
+        self._world = world
+        self.home: Tuple[float, ...] = (float(home[0]), float(home[1]))
+        self.position = list(self.home)
+        self.radius = float(radius)
+        self.base_radius = float(base_radius)
+        # (mode, value, speed); value: the distance ("approach"), unused ("leave") or the (x, y) target ("to")
+        self._goal: Optional[Tuple[str, Union[float, Tuple[float, float]], float]] = None
 
-    model: mujoco.MjModel
-    data: mujoco.MjData
-    person_pos: List[float]
-    person_home: Tuple[float, float]
-    _person_mocap: int
-    # (mode, value, speed); value: the distance ("approach"), unused ("leave") or the (x, y) target ("to")
-    _person_goal: Optional[Tuple[str, Union[float, Tuple[float, float]], float]]
-    _obj_q: int
-    _obj_v: int
-    _obj_body: int
-    _obj_geom: int
-    _shelf_mocap: int
-    _crate_mocap: int
-    object_present: bool
-    object_name: str
-    thermal: ThermalModel
-    _drive: Optional[dict]     # scripted base drive (scenario), overrides cmd_vel
+    def start_at(self, home: Sequence[float]) -> None:
+        """A new home, where the person stands now."""
+        self.home = tuple(home)
+        self.position = list(self.home)
+        self._write()
 
-    if TYPE_CHECKING:
-        @property
-        def time(self) -> float: ...
+    def approach(self, distance: float, speed: float = 1.0) -> None:
+        self._goal = ("approach", float(distance), float(speed))
 
-        def base_pose(self) -> Tuple[float, float, float]: ...
+    def leave(self, speed: float = 1.0) -> None:
+        self._goal = ("leave", 0.0, float(speed))
 
-        def person_distance(self) -> float: ...
+    def walk_to(self, x: float, y: float, speed: float = 1.0) -> None:
+        self._goal = ("to", (float(x), float(y)), float(speed))
 
-        def grip_point(self, pose) -> Tuple[Tuple[float, ...], np.ndarray]: ...
+    def clearance(self, base_pose: Sequence[float]) -> float:
+        """Distance between the base's bounding circle and the person (m, >= 0)."""
+        bx, by = base_pose[0], base_pose[1]
+        centre = math.hypot(self.position[0] - bx, self.position[1] - by)
+        return max(0.0, centre - self.base_radius - self.radius)
 
-    def person_approach(self, distance: float, speed: float = 1.0) -> None:
-        self._person_goal = ("approach", float(distance), float(speed))
+    def _write(self) -> None:
+        self._world.move_person(self.position[0], self.position[1])
 
-    def person_leave(self, speed: float = 1.0) -> None:
-        self._person_goal = ("leave", 0.0, float(speed))
-
-    def person_to(self, x: float, y: float, speed: float = 1.0) -> None:
-        self._person_goal = ("to", (float(x), float(y)), float(speed))
-
-    def _write_person(self) -> None:
-        self.data.mocap_pos[self._person_mocap, 0] = self.person_pos[0]
-        self.data.mocap_pos[self._person_mocap, 1] = self.person_pos[1]
-
-    def _update_person(self, dt: float) -> None:
-        goal = self._person_goal
+    def update(self, dt: float, base_pose: Sequence[float]) -> None:
+        """Walk for dt towards the goal (dropped once reached)."""
+        goal = self._goal
         if goal is None:
             return
         mode, value, speed = goal
-        px, py = self.person_pos
+        px, py = self.position
         if mode == "approach":
-            bx, by, _ = self.base_pose()
+            bx, by = base_pose[0], base_pose[1]
             dx, dy = bx - px, by - py
             dist = math.hypot(dx, dy)
-            remaining = self.person_distance() - cast(float, value)
+            remaining = self.clearance(base_pose) - cast(float, value)
             if remaining <= 0.0:
-                self._person_goal = None
+                self._goal = None
                 return
             stepd = min(speed * dt, remaining)
         else:
-            tx, ty = self.person_home if mode == "leave" else cast(Tuple[float, float], value)
+            tx, ty = self.home if mode == "leave" else cast(Tuple[float, float], value)
             dx, dy = tx - px, ty - py
             dist = math.hypot(dx, dy)
             if dist < 1e-6:
-                self._person_goal = None
+                self._goal = None
                 return
             stepd = min(speed * dt, dist)
         if dist > 1e-9:
-            self.person_pos[0] = px + dx / dist * stepd
-            self.person_pos[1] = py + dy / dist * stepd
-        self._write_person()
+            self.position[0] = px + dx / dist * stepd
+            self.position[1] = py + dy / dist * stepd
+        self._write()
 
-    def place_object(self, name: str = "box", position: Optional[Sequence[float]] = None, yaw: float = 0.0,
-                     in_reach: Optional[object] = None) -> Tuple[float, float, float]:
+
+class ShelfObject:
+    """The object a scenario places on the shelf board, and whether (and as what) it is placed."""
+
+    def __init__(self, world: MujocoWorld):
+        self._world = world
+        self.present = False
+        self.name = ""
+
+    def place(self, name: str = "box", position: Optional[Sequence[float]] = None, yaw: float = 0.0,
+              in_reach: Optional[Pose] = None) -> Tuple[float, float, float]:
         """Put the object on the shelf board: at `position` (object centre, level, the board under
         it), or "in reach": oriented like the hand in pose `in_reach` (relative to where the base is
         now) with its front overhanging the board edge between the open jaws. Returns the centre."""
+        world = self._world
         if in_reach is not None:
-            grip, rot = self.grip_point(in_reach)
+            grip, rot = world.grip_point(in_reach, world.base_pose())
             g = np.asarray(grip)
             pos = tuple(float(v) for v in g + rot[:, 0] * OBJECT_OFFSET)
             board = g + rot[:, 0] * SHELF_OFFSET - rot[:, 2] * (OBJECT_HALF[2] + SHELF_HALF[2])
@@ -124,93 +121,93 @@ class WorldActions:
             raise ValueError("place_object needs position or in_reach")
         quat = np.zeros(4)
         mujoco.mju_mat2Quat(quat, np.ascontiguousarray(rot).reshape(-1))
-        m, d = self.model, self.data
-        qa, va = self._obj_q, self._obj_v
-        d.qpos[qa:qa + 3] = pos
-        d.qpos[qa + 3:qa + 7] = quat
-        d.qvel[va:va + 6] = 0.0
-        self._set_object_collisions(1, 3)
-        m.body_gravcomp[self._obj_body] = 0.0
-        d.mocap_pos[self._shelf_mocap] = board
-        d.mocap_quat[self._shelf_mocap] = quat
-        self.object_present, self.object_name = True, str(name)
+        world.put_object(pos, quat)
+        world.move_shelf(board, quat)
+        self.present, self.name = True, str(name)
         return cast(Tuple[float, float, float], pos)   # in_reach: 3 values; position: (x, y[, z]), z filled in
 
-    def _set_object_collisions(self, contype: int, conaffinity: int) -> None:
-        m = self.model
-        m.geom_contype[self._obj_geom], m.geom_conaffinity[self._obj_geom] = contype, conaffinity
-        # the broadphase filters on the per-body union as well (MuJoCo >= 3.1)
-        if hasattr(m, "body_contype"):
-            m.body_contype[self._obj_body], m.body_conaffinity[self._obj_body] = contype, conaffinity
+    def remove(self) -> None:
+        self._world.park_object()
+        self.present = False
 
-    def remove_object(self) -> None:
-        m, d = self.model, self.data
-        qa, va = self._obj_q, self._obj_v
-        d.qpos[qa:qa + 3] = PARKED_OBJECT
-        d.qpos[qa + 3:qa + 7] = (1.0, 0.0, 0.0, 0.0)
-        d.qvel[va:va + 6] = 0.0
-        self._set_object_collisions(0, 0)
-        m.body_gravcomp[self._obj_body] = 1.0
-        self.object_present = False
 
-    def place_crate(self, x: float, y: float, yaw: float = 0.0) -> None:
-        self.data.mocap_pos[self._crate_mocap] = (float(x), float(y), PARKED_CRATE[2])
-        self.data.mocap_quat[self._crate_mocap] = (math.cos(0.5 * yaw), 0.0, 0.0, math.sin(0.5 * yaw))
+@dataclass
+class _Drive:
+    speed: float
+    to_x: Optional[float]
+    until: float
+    timeout: float
+    heading: float
+    brake: float
+    vx: float = 0.0
+    wz: float = 0.0
 
-    def remove_crate(self) -> None:
-        self.data.mocap_pos[self._crate_mocap] = PARKED_CRATE
 
-    def heat(self, joint: str, rate: float = 0.0, duration: float = 0.0, add: float = 0.0) -> None:
-        if joint not in JOINTS:
-            raise ValueError(f"unknown joint {joint!r}")
-        j = JOINTS.index(joint)
-        if add:
-            self.thermal.add_heat(j, add)
-        if rate and duration:
-            self.thermal.add_boost(j, rate, duration, self.time)
+class ScriptedDrive:
+    """A scripted base motion (operator/teleop takeover) that overrides cmd_vel while active."""
 
-    def drive(self, speed: float, to_x: Optional[float] = None, duration: Optional[float] = None,
-              wz: float = 0.0, timeout: float = 20.0, heading: float = 0.0, brake: float = 0.0) -> None:
-        """Scripted base motion (operator/teleop takeover): overrides cmd_vel until the base reaches
-        x = to_x (driving forward or backward along `heading`), or for `duration` seconds. With
-        `brake` > 0 the operator then holds the wheels at zero for that long before handing the base
-        back, so what the base does meanwhile (e.g. sliding on) does not depend on the decisions."""
-        self._drive = {"speed": abs(float(speed)), "to_x": to_x, "until": self.time + float(duration or timeout),
-                       "wz": float(wz), "vx": 0.0, "heading": float(heading), "timeout": self.time + float(timeout),
-                       "brake": max(0.0, float(brake))}
-        self._update_drive()
+    def __init__(self) -> None:
+        self._drive: Optional[_Drive] = None
 
     @property
-    def driving(self) -> bool:
+    def active(self) -> bool:
         return self._drive is not None
 
-    def _end_drive(self, now: float) -> None:
+    def command(self) -> Tuple[float, float]:
+        """(vx, wz) of the active drive."""
+        assert self._drive is not None
+        return self._drive.vx, self._drive.wz
+
+    def start(self, now: float, base_pose: Sequence[float], speed: float, to_x: Optional[float] = None,
+              duration: Optional[float] = None, wz: float = 0.0, timeout: float = 20.0, heading: float = 0.0,
+              brake: float = 0.0) -> None:
+        """Drive until the base reaches x = to_x (forward or backward along `heading`), or for
+        `duration` seconds. With `brake` > 0 the operator then holds the wheels at zero for that
+        long before handing the base back, so what the base does meanwhile (e.g. sliding on) does
+        not depend on the decisions."""
+        self._drive = _Drive(speed=abs(float(speed)), to_x=to_x, until=now + float(duration or timeout),
+                             wz=float(wz), heading=float(heading), timeout=now + float(timeout),
+                             brake=max(0.0, float(brake)))
+        self.update(now, base_pose)
+
+    def _end(self, now: float) -> None:
         """The drive is done: hand the base back, or first hold the wheels still for `brake` s."""
-        brake = self._drive["brake"] if self._drive is not None else 0.0
+        brake = self._drive.brake if self._drive is not None else 0.0
         if brake <= 0.0:
             self._drive = None
             return
-        self._drive = {"speed": 0.0, "to_x": None, "until": now + brake, "timeout": now + brake,
-                       "wz": 0.0, "vx": 0.0, "heading": 0.0, "brake": 0.0}
+        self._drive = _Drive(speed=0.0, to_x=None, until=now + brake, timeout=now + brake, heading=0.0, brake=0.0)
 
-    def _update_drive(self) -> None:
+    def update(self, now: float, base_pose: Sequence[float]) -> None:
+        """Steer towards the goal; end the drive when reached or out of time."""
         dr = self._drive
         if dr is None:
             return
-        now = self.time
-        if now >= dr["until"] or now >= dr["timeout"]:
-            self._end_drive(now)
+        if now >= dr.until or now >= dr.timeout:
+            self._end(now)
             return
-        if dr["to_x"] is None:
-            dr["vx"] = dr["speed"]
+        if dr.to_x is None:
+            dr.vx = dr.speed
             return
-        x, _, yaw = self.base_pose()
-        err = float(dr["to_x"]) - x
+        x, _, yaw = base_pose
+        err = float(dr.to_x) - x
         if abs(err) < 0.01:
-            self._end_drive(now)
+            self._end(now)
             return
-        direction = 1.0 if err * math.cos(dr["heading"]) > 0 else -1.0
-        dr["vx"] = direction * min(dr["speed"], 1.5 * abs(err) + 0.05)
-        dyaw = math.atan2(math.sin(dr["heading"] - yaw), math.cos(dr["heading"] - yaw))
+        direction = 1.0 if err * math.cos(dr.heading) > 0 else -1.0
+        dr.vx = direction * min(dr.speed, 1.5 * abs(err) + 0.05)
+        dyaw = math.atan2(math.sin(dr.heading - yaw), math.cos(dr.heading - yaw))
         wz = 2.0 * dyaw
-        dr["wz"] = 0.5 if wz > 0.5 else (-0.5 if wz < -0.5 else wz)   # the core's _clip(wz, 0.5)
+        dr.wz = 0.5 if wz > 0.5 else (-0.5 if wz < -0.5 else wz)
+
+
+def heat_joint(thermal: ThermalModel, joint: str, now: float, rate: float = 0.0, duration: float = 0.0,
+               add: float = 0.0) -> None:
+    """Extra heat on a joint's motor: `add` degrees at once, and/or `rate` C/s for `duration` s."""
+    if joint not in JOINTS:
+        raise ValueError(f"unknown joint {joint!r}")
+    j = JOINTS.index(joint)
+    if add:
+        thermal.add_heat(j, add)
+    if rate and duration:
+        thermal.add_boost(j, rate, duration, now)
