@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import tempfile
 import threading
 import time
@@ -130,7 +129,8 @@ def summarize(outcomes: dict, variants: Dict[str, int]) -> dict:
                       for k in ("door_lever", "shelf_high", "path_clear"))
     refused = sum(counts.get("refused", 0) for counts in outcomes.values())
     return {
-        "variant_accuracy": round(right / known_n, 4), "variant_accuracy_ci95": wilson_interval(right, known_n, digits=4),
+        "variant_accuracy": round(right / known_n, 4),
+        "variant_accuracy_ci95": wilson_interval(right, known_n, digits=4),
         "misroute_rate": round(wrong / known_n, 4), "misroute_rate_ci95": wilson_interval(wrong, known_n, digits=4),
         "hit_rate": round(hits_total / known_n, 4), "unknown_scene_rate": round(unknown / known_n, 4),
         "unknown_detected": round(unk_detected / max(unk_n, 1), 4),

@@ -70,7 +70,8 @@ def yes_no_auc(outcomes: Sequence[Outcome]) -> Optional[float]:
 def summarize(outcomes: Sequence[Outcome]) -> dict:
     """The issue's per-method record: accuracy, ci95, n, TTFT, by_family, by_length, evicted_evidence."""
     ttfts = [o.ttft_ms for o in outcomes]
-    out = dict(_accuracy(outcomes), ttft_p50_ms=percentile(ttfts, 50, digits=1), ttft_p99_ms=percentile(ttfts, 99, digits=1))
+    out = dict(_accuracy(outcomes), ttft_p50_ms=percentile(ttfts, 50, digits=1),
+               ttft_p99_ms=percentile(ttfts, 99, digits=1))
     families: Dict[str, List[Outcome]] = defaultdict(list)
     lengths: Dict[int, List[Outcome]] = defaultdict(list)
     for o in outcomes:
@@ -82,7 +83,8 @@ def summarize(outcomes: Sequence[Outcome]) -> dict:
         if any(o.question.is_yes_no for o in rows):
             record["auc"] = yes_no_auc(rows)
         out["by_family"][family] = record
-    out["by_length"] = {str(length): dict(_accuracy(rows), ttft_p50_ms=percentile([o.ttft_ms for o in rows], 50, digits=1))
+    out["by_length"] = {str(length): dict(_accuracy(rows),
+                                          ttft_p50_ms=percentile([o.ttft_ms for o in rows], 50, digits=1))
                         for length, rows in sorted(lengths.items())}
     out["evicted_evidence"] = _accuracy([o for o in outcomes if o.evidence_evicted])
     out["live_evidence"] = _accuracy([o for o in outcomes if o.evidence_evicted is False])
