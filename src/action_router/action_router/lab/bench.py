@@ -68,7 +68,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from .. import bench_dds
+from . import bench_dds
 from ..params import make_config
 from ..plant import JointPlant
 from ..router import Router
