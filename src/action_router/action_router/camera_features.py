@@ -2,15 +2,15 @@
 module, no rclpy).
 
 The node's image callback only validates the image and hands it to ``CameraFeatures.submit``. The
-depth CNN (depth_cnn.py, ~1 ms) runs in a child process (``process=True``, the default): in a
-thread of the router's own process it holds the GIL for most of that millisecond, and ticks that
-fall into it wait (bench-scene measures both: in a thread the tick's p99.9 about doubles).
+depth CNN (depth_cnn.py) runs in a child process (``process=True``, the default): in a thread of
+the router's own process it would hold the GIL while it runs, and ticks that fall into it would
+wait (bench-scene measures both).
 A receiver thread writes each result, stamped with its image's time, through ``deliver`` (the
 router's ``set_vision``); ``inline`` runs it in ``submit`` instead, for the lockstepped sim and
 replay (reproducible ticks matter there, latency does not). One frame is in flight at a time; a
 frame arriving meanwhile replaces any frame still waiting, so the key always sees the latest scene.
 The child keeps one BLAS thread (threadpoolctl): the CNN's small products gain nothing from more,
-and on a busy machine a BLAS thread waiting for a core stalled it ~10x (1.5 ms -> 10-20 ms per frame).
+and on a busy machine a BLAS thread waiting for a core would stall it.
 """
 from __future__ import annotations
 

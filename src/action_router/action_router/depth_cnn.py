@@ -18,8 +18,8 @@ nothing add no noise; ``scale`` is 1). The key encoder scales the block to the o
 Valid on the camera it was fitted for
 (``camera`` in the file: size, field of view, mount); refit for another.
 
-Cost: about 0.3-1 ms per frame on one core here; it runs at the camera rate in the router node's
-camera thread, never in the 1 kHz tick (the key reads its result from the vision double buffer).
+It runs at the camera rate in the router node's camera thread, never in the 1 kHz tick (the key
+reads its result from the vision double buffer).
 """
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ the odometry block is scaled by
 ``w_odom = max(slip_min_weight, slip_ratio / ratio)``: the more the wheels disagree with the IMU,
 the less the (then untrustworthy) odometry shapes the key. The seed's literal "IMU acceleration /
 wheel speed" compares unlike quantities and fires whenever a standing base starts to move or an
-arm shakes it (measured in the MuJoCo closed loop); comparing speeds keeps its threshold and intent.
+arm shakes it; comparing speeds keeps its threshold and intent.
 
 The encoder is behind the ``KeyEncoder`` interface. ``ProjectionKeyEncoder`` uses fixed
 pseudo-random projection matrices (seeded, reproducible); ``load_weights`` replaces any of them

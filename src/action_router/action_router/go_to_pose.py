@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,11 @@ class GoToPoseConfig:
     min_speed: float = 0.05            # m/s: floor of the ramp (above the tolerance, so it arrives)
     heading_gain: float = 1.5          # rad/s per rad of heading error
     turn_in_place: float = 0.6         # rad: above this heading error only turn
+
+
+def pose_tuple(pose: Sequence[float] | np.ndarray) -> Tuple[float, float, float]:
+    """An odometry pose (x, y, yaw; an array) as three floats."""
+    return float(pose[0]), float(pose[1]), float(pose[2])
 
 
 @dataclass(frozen=True)

@@ -134,3 +134,7 @@ class Level1:
 
     def reset_misses(self) -> None:
         self._misses = 0
+
+    def note_scene_match(self, similarity: float, hit: bool) -> None:
+        """A scene lookup stands as the last match (status)."""
+        self.similarity, self.hit = similarity, hit

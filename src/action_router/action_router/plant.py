@@ -3,7 +3,7 @@
 Per joint a rotational inertia with viscous friction (semi-implicit Euler at the tick period);
 the gripper closes on an object at ``object_width`` and then reports a contact force. Measurement
 noise (seeded) can be added to positions and velocities. It is not a robot model: it exists so
-the router's closed loop can be exercised without the MuJoCo simulator of a later issue.
+the router's closed loop can be exercised without the simulator.
 """
 from __future__ import annotations
 

@@ -82,7 +82,7 @@ def run_checks(node, efforts, motors, statuses, js_pub, dec_pub, get_state, chan
     assert change.call(req).success
     assert wait_for(lambda: len(efforts) > n + 200, 10)
     # commands keep flowing after reactivation (count over one second); the 1 kHz rate itself is
-    # measured by bench-router: on 2 shared cores a suite run saw 48-129 here, alone ~1000
+    # bench-router's to measure (a loaded test machine runs far below it)
     t_end = efforts[-1][0]
     recent = sum(1 for t, _ in efforts if t > t_end - 1.0)
     assert recent > 20

@@ -57,19 +57,19 @@ What is measured, in one run:
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import math
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .. import bench_dds
-from ..params import make_config
+from . import bench_dds
+from ..outputs import Command
+from ..params import RouterConfig, make_config
 from ..plant import JointPlant
 from ..router import Router
 
@@ -112,6 +112,93 @@ def scaled_gains(scale: float) -> Dict[str, float]:
     return {f"gains.{j}.{k}": getattr(base.gains[j], k) * scale for j in base.joints for k in ("p", "i", "d")}
 
 
+class KinematicBase:
+    """The base pose the commanded twist drives (what odometry reports)."""
+
+    def __init__(self) -> None:
+        self.x = self.y = self.yaw = 0.0
+
+    def follow(self, vx: float, wz: float, dt: float, ticks: int) -> None:
+        """``ticks`` control periods of ``dt`` at the twist (vx, wz)."""
+        self.yaw += wz * dt * ticks
+        self.x += vx * math.cos(self.yaw) * dt * ticks
+        self.y += vx * math.sin(self.yaw) * dt * ticks
+
+
+def feed_sensors(r: Router, plant: JointPlant, base: KinematicBase, ev: dict, t: int, te: float, now: float,
+                 cmd: Command, shelf_object, base_frame: str, dt: float) -> None:
+    """Tick ``t``'s sensor messages (``te``: time into the episode ``ev``)."""
+    q, qd = plant.measure()
+    r.set_joint_state(r.joints, q, qd, [], now=now)
+    acc = [0.0, 0.0, G]
+    if ev["shake"] and ev["shake"][0] <= te < ev["shake"][0] + ev["shake"][1]:
+        acc = [6.0 * math.sin(40 * te), 6.0 * math.cos(40 * te), G]
+    r.set_imu(acc, [0.0, 0.0, 0.3 if ev["shake"] else 0.0], now=now)
+    if t % 20 == 0:     # a kinematic base: the go-to-pose controller of move_to turns it
+        base.follow(cmd.base_vx, cmd.base_wz, dt, 20)
+        r.set_odom(base.x, base.y, base.yaw, cmd.base_vx, cmd.base_wz, now=now)
+    if t % 100 == 0:    # perception: the box where the shelf reach grips it (pick_object)
+        r.set_objects(["box"], [shelf_object], base_frame, now=now)
+    r.set_wrench([0.0, 0.0, plant.grip_force], now=now)
+    person = ev["person"]
+    r.set_proximity(0.5 if person and person[0] <= te < person[0] + person[1] else math.inf, now=now)
+    hot = ev["hot"]
+    if t % 100 == 0:
+        r.set_temperature("arm_shoulder_lift", 76.0 if hot and hot[0] <= te < hot[0] + hot[1] else 45.0, now=now)
+
+
+def tracking_error(r: Router, plant: JointPlant, arm: np.ndarray, now: float) -> Optional[np.ndarray]:
+    """The true plant position minus the template at the sub-task clock, over the tracked arm joints
+    (None while no trajectory sub-task runs)."""
+    top = r.stack.top
+    if top is None or top.done or not top.started or top.needs_resume \
+            or r.execution.failure or r.level2.behaviour.subtask != top.current:
+        return None
+    st = r.subtasks[top.current]
+    if st.zero_effort:
+        return None
+    tau = top.phase + (now - top.run_since)
+    bl, pl = r.level2.behaviour, r.level2.planner
+    p = pl.template_state(st.template, bl.anchored[:bl.n_ctrl], int(round(tau / pl.ds)))[0]
+    m = arm & ~st.hold_mask
+    return plant.q[m] - p[m]
+
+
+def jitter_figures(du: np.ndarray, keep: np.ndarray, arm: np.ndarray, limit: np.ndarray, cfg: RouterConfig,
+                   joints: List[str], noise_pos: float, dt: float) -> Tuple[float, float]:
+    """The run's jitter, and its floor: what no plan can remove."""
+    sel = du[keep][:, arm] / limit[arm]
+    jitter = float(np.sqrt(np.mean(np.std(sel, axis=0) ** 2)))
+    # the P term on white position noise through the error filter (a = dt/(T_e + dt)),
+    # du = p * (f[t] - f[t-1]), std a * sigma * sqrt(2 / (2 - a)) (sqrt(2) sigma unfiltered)
+    p_gain = np.array([cfg.gains[j].p for j in joints])
+    a = dt / (np.array([cfg.gains[j].error_filter_time_constant for j in joints]) + dt)
+    noise_step = a * noise_pos * np.sqrt(2.0 / (2.0 - a))
+    floor = float(np.sqrt(np.mean((p_gain[arm] * noise_step[arm] / limit[arm]) ** 2)))
+    return jitter, floor
+
+
+def run_figures(r: Router, times: np.ndarray, jitter: Tuple[float, float], track_sq: float, track_n: int,
+                episodes: int) -> dict:
+    return {
+        "tick_us": {"mean": float(times.mean()), "p99": float(np.percentile(times, 99)), "max": float(times.max())},
+        "jitter": jitter[0],
+        "jitter_p_noise_floor": jitter[1],
+        "subtasks_completed": r.subtasks_completed,
+        "tracking_rms": math.sqrt(track_sq / track_n) if track_n else 0.0,
+        "hit_rate": r.level1.task_layer.hit_rate,
+        "layers": {"task": r.level1.task_layer.hit_rate, "behaviour": r.level2.behaviour.hit_rate,
+                   "execution": r.execution.hit_rate},
+        "task_lookups": r.level1.task_layer.lookups,
+        "unknown_scene_count": r.level1.unknown_scene_count,
+        "learned_entries": int(r.level1.task_layer.count - r.level1.task_layer.n_seeded),
+        "grip_done_count": r.grip_done_count,
+        "derate_count": r.derate_count,
+        "failsafe_count": r.failsafe_count,
+        "episodes": episodes,
+    }
+
+
 def run_closed_loop(ticks: int, cache: bool, seed: int = 7, gain_scale: float = 1.0) -> dict:
     cfg = make_config({"cache_enabled": cache, **(scaled_gains(gain_scale) if gain_scale != 1.0 else {})})
     r = Router(cfg)
@@ -120,8 +207,8 @@ def run_closed_loop(ticks: int, cache: bool, seed: int = 7, gain_scale: float = 
     plant = JointPlant(n, dt=dt, noise_pos=2e-4, noise_vel=5e-3, seed=seed, gripper_index=r.joint_index.get("gripper"))
     plant.q[r.joint_index["gripper"]] = 0.04
     scen = Scenario(seed)
+    base = KinematicBase()
     arm = np.array([j != "gripper" for j in r.joints])
-    limit = np.array(cfg["effort_max"], dtype=float)
     times = np.empty(ticks)
     du = np.empty((ticks, n))
     keep = np.zeros(ticks, dtype=bool)
@@ -129,14 +216,11 @@ def run_closed_loop(ticks: int, cache: bool, seed: int = 7, gain_scale: float = 
     prev_sub = ""
     track_sq = 0.0
     track_n = 0
-    base_x = base_y = base_yaw = 0.0
     shelf_object = cfg.reach_targets[0].object_at
     cmd = r.command
     pending_answer: Optional[tuple] = None
     episode = -1
     ep_start = 0.0
-    now = 0.0
-    gc_was = gc.isenabled()
     for t in range(ticks):
         now = t * dt
         k = int(now // scen.episode_len)
@@ -146,26 +230,7 @@ def run_closed_loop(ticks: int, cache: bool, seed: int = 7, gain_scale: float = 
             ep_start = now
             r.set_zone(ev["zone"])
             r.submit_decision(ev["intent"], ev["args"], now=now)
-        te = now - ep_start
-        q, qd = plant.measure()
-        r.set_joint_state(r.joints, q, qd, [], now=now)
-        acc = [0.0, 0.0, G]
-        if ev["shake"] and ev["shake"][0] <= te < ev["shake"][0] + ev["shake"][1]:
-            acc = [6.0 * math.sin(40 * te), 6.0 * math.cos(40 * te), G]
-        r.set_imu(acc, [0.0, 0.0, 0.3 if ev["shake"] else 0.0], now=now)
-        if t % 20 == 0:     # a kinematic base: the go-to-pose controller of move_to turns it
-            base_yaw += cmd.base_wz * dt * 20
-            base_x += cmd.base_vx * math.cos(base_yaw) * dt * 20
-            base_y += cmd.base_vx * math.sin(base_yaw) * dt * 20
-            r.set_odom(base_x, base_y, base_yaw, cmd.base_vx, cmd.base_wz, now=now)
-        if t % 100 == 0:    # perception: the box where the shelf reach grips it (pick_object)
-            r.set_objects(["box"], [shelf_object], str(cfg["base_frame"]), now=now)
-        r.set_wrench([0.0, 0.0, plant.grip_force], now=now)
-        person = ev["person"]
-        r.set_proximity(0.5 if person and person[0] <= te < person[0] + person[1] else math.inf, now=now)
-        hot = ev["hot"]
-        if t % 100 == 0:
-            r.set_temperature("arm_shoulder_lift", 76.0 if hot and hot[0] <= te < hot[0] + hot[1] else 45.0, now=now)
+        feed_sensors(r, plant, base, ev, t, now - ep_start, now, cmd, shelf_object, str(cfg["base_frame"]), dt)
         if pending_answer is not None and now >= pending_answer[0]:
             r.submit_decision(pending_answer[1], pending_answer[2], trigger=2, now=now)
             pending_answer = None
@@ -179,47 +244,14 @@ def run_closed_loop(ticks: int, cache: bool, seed: int = 7, gain_scale: float = 
         keep[t] = cmd.sub_task == prev_sub and t > 0
         prev_u[:] = u
         prev_sub = cmd.sub_task
-        top = r.stack.top
-        if top is not None and not top.done and top.started and not top.needs_resume \
-                and not r.execution.failure and r.level2.behaviour.subtask == top.current:
-            st = r.subtasks[top.current]
-            if not st.zero_effort:
-                # tracking error against the template at the sub-task clock (true plant state)
-                tau = top.phase + (now - top.run_since)
-                bl, pl = r.level2.behaviour, r.level2.planner
-                p = pl.template_state(st.template, bl.anchored[:bl.n_ctrl], int(round(tau / pl.ds)))[0]
-                m = arm & ~st.hold_mask
-                err = plant.q[m] - p[m]
-                track_sq += float(err @ err)
-                track_n += int(m.sum())
+        err = tracking_error(r, plant, arm, now)
+        if err is not None:
+            track_sq += float(err @ err)
+            track_n += int(err.size)
         plant.step(u)
-    if gc_was:
-        gc.enable()
-    sel = du[keep][:, arm] / limit[arm]
-    jitter = float(np.sqrt(np.mean(np.std(sel, axis=0) ** 2)))
-    # what no plan can remove: the P term on white position noise through the error filter (a =
-    # dt/(T_e + dt)), du = p * (f[t] - f[t-1]), std a * sigma * sqrt(2 / (2 - a)) (sqrt(2) sigma unfiltered)
-    p_gain = np.array([cfg.gains[j].p for j in r.joints])
-    a = dt / (np.array([cfg.gains[j].error_filter_time_constant for j in r.joints]) + dt)
-    noise_step = a * plant.noise_pos * np.sqrt(2.0 / (2.0 - a))
-    floor = float(np.sqrt(np.mean((p_gain[arm] * noise_step[arm] / limit[arm]) ** 2)))
-    return {
-        "tick_us": {"mean": float(times.mean()), "p99": float(np.percentile(times, 99)), "max": float(times.max())},
-        "jitter": jitter,
-        "jitter_p_noise_floor": floor,
-        "subtasks_completed": r.subtasks_completed,
-        "tracking_rms": math.sqrt(track_sq / track_n) if track_n else 0.0,
-        "hit_rate": r.level1.task_layer.hit_rate,
-        "layers": {"task": r.level1.task_layer.hit_rate, "behaviour": r.level2.behaviour.hit_rate,
-                   "execution": r.execution.hit_rate},
-        "task_lookups": r.level1.task_layer.lookups,
-        "unknown_scene_count": r.level1.unknown_scene_count,
-        "learned_entries": int(r.level1.task_layer.count - r.level1.task_layer.n_seeded),
-        "grip_done_count": r.grip_done_count,
-        "derate_count": r.derate_count,
-        "failsafe_count": r.failsafe_count,
-        "episodes": episode + 1,
-    }
+    jitter = jitter_figures(du, keep, arm, np.array(cfg["effort_max"], dtype=float), cfg, r.joints,
+                            plant.noise_pos, dt)
+    return run_figures(r, times, jitter, track_sq, track_n, episode + 1)
 
 
 MATCH_SCALES = (1.25, 1.5, 2.0, 2.5, 3.0)

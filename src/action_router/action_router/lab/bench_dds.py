@@ -33,7 +33,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -81,6 +81,117 @@ def echo_command() -> List[str]:
     return [sys.executable, "-m", "action_router.lab.bench_dds", "--echo", "--ros-args", "-r", "__node:=stamp_echo"]
 
 
+class CommandRecorder:
+    """Stamp, reception and source time of each motor command (called on the middleware's thread):
+    the first 100 as proof of life, then all of them while ``recording`` is set."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.stamps = np.zeros(capacity, dtype=np.int64)
+        self.received = np.zeros(capacity, dtype=np.int64)
+        self.sources = np.zeros(capacity, dtype=np.int64)
+        self.count = 0
+        self.recording = threading.Event()
+
+    def on_command(self, msg, info) -> None:
+        i = self.count
+        if i < self.capacity and (self.recording.is_set() or i < 100):
+            self.stamps[i] = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            self.received[i] = info["received_timestamp"]
+            self.sources[i] = info["source_timestamp"]
+            self.count = i + 1
+
+    def figures(self, n: int) -> Dict[str, np.ndarray]:
+        """Of the first ``n`` commands: latency and publish delay per stamp, command intervals (us)."""
+        st, rc, src = self.stamps[:n], self.received[:n], self.sources[:n]
+        _, first = np.unique(st, return_index=True)          # the first command carrying each stamp
+        lat = (rc[first] - st[first]) / 1000.0
+        keep = st[first] > 0                                 # a command stamped zero carries no state
+        return {
+            "latency": lat[keep],
+            "publish": ((src[first] - st[first]) / 1000.0)[keep],    # stamp -> the target's publish
+            "intervals": np.diff(np.sort(src)) / 1000.0,
+        }
+
+
+class StatePublisher:
+    """Publishes ``msg`` stamped with the wall clock at ``rate_hz`` from its own thread (the robot's
+    sensor driver), pinned to ``cpus`` when given."""
+
+    def __init__(self, publisher, msg, rate_hz: float, cpus: str = ""):
+        self._publisher = publisher
+        self._msg = msg
+        self._period = 1.0 / rate_hz
+        self._cpus = cpus
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="joint-state-publisher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+    def _run(self) -> None:
+        from csr_llm_common.realtime import pin_threads
+        if self._cpus:
+            pin_threads(self._cpus)        # this thread only (it starts none)
+        msg = self._msg
+        nxt = time.monotonic()
+        while not self._stop.is_set():
+            ns = time.time_ns()
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
+            self._publisher.publish(msg)
+            self.sent += 1
+            nxt += self._period
+            d = nxt - time.monotonic()
+            if d > 0:
+                time.sleep(d)
+            else:
+                nxt = time.monotonic()
+
+
+def record_window(proc: subprocess.Popen, log, target: List[str], recorder: CommandRecorder,
+                  publisher: StatePublisher, loop_hz: List[float], send_decision: Optional[Callable[[float], None]],
+                  seconds: float, discovery_timeout: float) -> Tuple[int, int, float]:
+    """Wait for the target's first commands, send its decision, settle, then record for ``seconds``:
+    (commands recorded, joint states sent, the window's length in s)."""
+    end = time.monotonic() + discovery_timeout
+    while time.monotonic() < end and recorder.count < 50 and proc.poll() is None:
+        time.sleep(0.1)
+    if recorder.count < 50:
+        log.seek(0)
+        raise RuntimeError(f"{target[2]} produced no stamped commands (discovery failed?): {log.read()[-800:]}")
+    if send_decision is not None:
+        send_decision(end)
+    time.sleep(1.5)   # settle: decision applied, loop_hz window filled
+    gc.collect()
+    gc.freeze()       # this process is the instrument: no full collection while measuring
+    loop_hz.clear()
+    recorder.count = 0
+    s0, t0 = publisher.sent, time.monotonic()
+    recorder.recording.set()
+    time.sleep(seconds)
+    recorder.recording.clear()
+    return recorder.count, publisher.sent - s0, time.monotonic() - t0
+
+
+def stop_target(proc: subprocess.Popen, log) -> str:
+    """Interrupt the target (kill it if it does not exit in 10 s); its log."""
+    if proc.poll() is None:
+        proc.send_signal(2)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    log.seek(0)
+    text = log.read()
+    log.close()
+    return text
+
+
 def measure(target: List[str], seconds: float, *, decide: bool, discovery_timeout: float = 30.0,
             rate_hz: float = 1000.0, publisher_cpus: str = "") -> dict:
     """Start ``target``, publish stamped joint states at rate_hz, measure for ``seconds``: raw
@@ -93,108 +204,40 @@ def measure(target: List[str], seconds: float, *, decide: bool, discovery_timeou
     from csr_llm_common.ros import qos
     from csr_llm_common.ros.spin import spinning
     from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
-    from csr_llm_common.realtime import pin_threads
     from ..params import make_config
 
     log = tempfile.TemporaryFile(mode="w+")     # a pipe nobody reads could fill and stall the target
     proc = subprocess.Popen(target, stdout=subprocess.DEVNULL, stderr=log, text=True)
-    cap = int(rate_hz * (seconds + 5) * 2) + 10_000
-    stamps = np.zeros(cap, dtype=np.int64)
-    received = np.zeros(cap, dtype=np.int64)
-    sources = np.zeros(cap, dtype=np.int64)
-    count = [0]
-    recording = threading.Event()
+    recorder = CommandRecorder(int(rate_hz * (seconds + 5) * 2) + 10_000)
     loop_hz: List[float] = []
-    stop = threading.Event()
     joints = make_config().joints
-    sent = [0]
     try:
         with spinning() as sp:
             node = sp.create(Node, "router_bench_peer")
-
-            def on_cmd(msg, info) -> None:
-                i = count[0]
-                if i < cap and (recording.is_set() or i < 100):   # the first 100: proof of life
-                    stamps[i] = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-                    received[i] = info["received_timestamp"]
-                    sources[i] = info["source_timestamp"]
-                    count[0] = i + 1
-
-            node.create_subscription(MotorCommand, "motor_command", on_cmd, qos.reliable(100))
+            node.create_subscription(MotorCommand, "motor_command", recorder.on_command, qos.reliable(100))
             node.create_subscription(RouterStatus, "router_status", lambda m: loop_hz.append(m.loop_hz),
                                      qos.COMMANDS)
             js_pub = node.create_publisher(JointState, "joint_states", qos.COMMANDS)
             dec_pub = node.create_publisher(Decision, "decision", qos.DECISIONS)
 
-            def publish() -> None:
-                if publisher_cpus:
-                    pin_threads(publisher_cpus)        # this thread only (it starts none)
-                msg = JointState(name=list(joints), position=[0.0] * len(joints), velocity=[0.0] * len(joints))
-                period = 1.0 / rate_hz
-                nxt = time.monotonic()
-                while not stop.is_set():
-                    ns = time.time_ns()
-                    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
-                    js_pub.publish(msg)
-                    sent[0] += 1
-                    nxt += period
-                    d = nxt - time.monotonic()
-                    if d > 0:
-                        time.sleep(d)
-                    else:
-                        nxt = time.monotonic()
+            def send_decision(deadline: float) -> None:
+                while dec_pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                dec_pub.publish(Decision(intent="hold_position"))
 
-            th = threading.Thread(target=publish, name="joint-state-publisher", daemon=True)
-            th.start()
+            msg = JointState(name=list(joints), position=[0.0] * len(joints), velocity=[0.0] * len(joints))
+            publisher = StatePublisher(js_pub, msg, rate_hz, publisher_cpus)
+            publisher.start()
             try:
-                end = time.monotonic() + discovery_timeout
-                while time.monotonic() < end and count[0] < 50 and proc.poll() is None:
-                    time.sleep(0.1)
-                if count[0] < 50:
-                    log.seek(0)
-                    raise RuntimeError(f"{target[2]} produced no stamped commands (discovery failed?): "
-                                       f"{log.read()[-800:]}")
-                if decide:
-                    while dec_pub.get_subscription_count() == 0 and time.monotonic() < end:
-                        time.sleep(0.05)
-                    dec_pub.publish(Decision(intent="hold_position"))
-                time.sleep(1.5)   # settle: decision applied, loop_hz window filled
-                gc.collect()
-                gc.freeze()       # this process is the instrument: no full collection while measuring
-                loop_hz.clear()
-                count[0] = 0
-                s0, t0 = sent[0], time.monotonic()
-                recording.set()
-                time.sleep(seconds)
-                recording.clear()
-                n, s1, t1 = count[0], sent[0], time.monotonic()
+                n, sent, window_s = record_window(proc, log, target, recorder, publisher, loop_hz,
+                                                  send_decision if decide else None, seconds, discovery_timeout)
             finally:
-                stop.set()
-                th.join(timeout=2)
+                publisher.stop()
                 gc.unfreeze()
     finally:
-        if proc.poll() is None:
-            proc.send_signal(2)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        log.seek(0)
-        target_log = log.read()
-        log.close()
-    st, rc, src = stamps[:n], received[:n], sources[:n]
-    _, first = np.unique(st, return_index=True)          # the first command carrying each stamp
-    lat = (rc[first] - st[first]) / 1000.0
-    keep = st[first] > 0                                 # a command stamped zero carries no state
-    return {
-        "latency": lat[keep],
-        "publish": ((src[first] - st[first]) / 1000.0)[keep],    # stamp -> the target's publish
-        "intervals": np.diff(np.sort(src)) / 1000.0,
-        "command_rate_hz": float(n / (t1 - t0)),
-        "joint_state_rate_hz": float((s1 - s0) / (t1 - t0)),
-        "loop_hz": float(np.median(loop_hz)) if loop_hz else None,
-        "target_log": target_log[-4000:],
-    }
+        target_log = stop_target(proc, log)
+    return dict(recorder.figures(n), command_rate_hz=float(n / window_s), joint_state_rate_hz=float(sent / window_s),
+                loop_hz=float(np.median(loop_hz)) if loop_hz else None, target_log=target_log[-4000:])
 
 
 def summarise_runs(runs: List[dict], nominal_period_s: float = 0.001) -> dict:
