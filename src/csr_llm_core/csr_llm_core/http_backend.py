@@ -43,7 +43,7 @@ class RemoteResource:
     api_key_env: str = ""            # name of the environment variable holding the API key ("" = none)
     connect_timeout_s: float = 1.0
     timeout_s: float = 30.0          # one request (warming a long prefix on a slow server takes a while)
-    decision_timeout_s: float = 5.0  # between two streamed events of a decision
+    stream_gap_timeout_s: float = 5.0  # most time between two streamed events of a decision
     warm_batch: int = 512            # tokens per warming request (the ASR rebuild yields between them)
 
 
@@ -266,7 +266,7 @@ class HttpBackend:
         last: Dict[str, Any] = {}
         settled: Optional[str] = None
         try:
-            events = self.transport.stream(self.api.completion_path, body, timeout=self.resource.decision_timeout_s)
+            events = self.transport.stream(self.api.completion_path, body, timeout=self.resource.stream_gap_timeout_s)
             # closed (and its connection dropped, which stops the server's generation) when the decision is
             # settled early or a bad event stops the loop
             with closing(events):

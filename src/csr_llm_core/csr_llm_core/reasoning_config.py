@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from .csr_state import session_archive_path
+from .decision_scheduler import DECISION_TRIGGERS, RUNNING_SOURCES
 from .engine import LlamaEngine
 from .http_backend import HttpBackend, RemoteResource
 from .model import default_cache_dir
 from csr_llm_common.paths import expand_path
 from .reasoner import ReasonerConfig
 
-DECISION_TRIGGERS = ("clock", "chunks")
-RUNNING_SOURCES = ("router_status", "router_status_at_stamp", "decisions")
 FALLBACKS = ("none", "embedded")
 RESOURCE_NAMES = ("R1", "R2")
 

@@ -1,14 +1,12 @@
 """Reasoning node: StateChunk stream -> CSR token store (+ ASR) -> Decision at decision_hz and on events."""
 from __future__ import annotations
 
-import math
 import os
 import sys
 import threading
 import time
-from collections import deque
 from pathlib import Path
-from typing import Optional
+from typing import Dict, Optional, Tuple
 
 from rclpy.node import Node
 
@@ -19,6 +17,7 @@ from csr_llm_msgs.msg import CsrStatus, Decision, RouterStatus, StateChunk
 from .backend import BackendUnavailable, DecisionRefused, NoResourceAvailable
 from csr_llm_common.catalogue import IntentCatalogue, PausedTask
 from .csr_state import ChunkRejected, new_session_id
+from .decision_scheduler import AppendPlan, ChunkHeader, DecisionScheduler, RunningTaskSource, SchedulePolicy, Trigger
 from .engine import StateFileError
 from .failover import ResourceHealth
 from csr_llm_common.faults import FaultLog
@@ -29,7 +28,7 @@ from .prompt import PromptTemplate
 from .reasoner import Reasoner
 from csr_llm_common.realtime import pin_threads
 from .reasoning_config import ReasoningNodeConfig, make_resources, resource_names
-from .running_task import RunningTask, RunningTaskHistory
+from .running_task import RunningTask
 from csr_llm_common.ros import qos
 from csr_llm_common.ros.intent_args import arguments_to_dict, dict_to_arguments
 from csr_llm_common.ros.node import run_node, thread_where
@@ -49,16 +48,58 @@ class ReasoningNode(Node):
     def __init__(self, **kwargs):
         super().__init__("reasoning", **kwargs)
         log = self.get_logger()
+        cfg, remote, intents_file, prompt_file = self._read_parameters()
+        self._place_threads(cfg, remote)
+        model_path = expand_path(cfg.model_path)
+        session = new_session_id()
+        archive_path = str(cfg.archive_file(session))
+        self.state_dir = expand_path(cfg.state_dir)
+        self.decision_hz = cfg.decision_hz
+        self.scheduler: DecisionScheduler[StateChunk] = DecisionScheduler(
+            SchedulePolicy(decision_hz=cfg.decision_hz, trigger=cfg.decision_trigger,
+                           decide_on_request=cfg.decide_on_request,
+                           checkpoint_period_s=float(cfg.checkpoint_period_s) if self.state_dir else 0.0),
+            clock=self._now, append_stops=lambda seconds: self.reasoner.pump_should_stop(seconds))
+        try:
+            catalogue = IntentCatalogue.from_file(intents_file)
+            template = PromptTemplate.from_file(prompt_file)
+            self.engines, self.fallback = make_resources(cfg, remote, model_path)
+            health = ResourceHealth(_RosLogAdapter(log), first_retry_s=cfg.health_first_retry_s,
+                                    max_retry_s=cfg.health_max_retry_s)
+            self.reasoner = Reasoner(self.engines, catalogue, template, cfg.reasoner, archive_path=archive_path,
+                                     logger=_RosLogAdapter(log), fallback=self.fallback, health=health,
+                                     session=session)
+        except (ModelFileError, ValueError, OSError, BackendUnavailable, NoResourceAvailable) as err:
+            log.fatal(f"cannot start: {err}")
+            raise SystemExit(2) from err
+        self.running = RunningTaskSource(cfg.running_source, self.reasoner.catalogue.paused_after)
+        self._create_fault_logs()
+        self._restore_state()
+        self.decision_id = 0
+        self._evaluate_prefix()
+        self._wire(cfg.status_hz)
+        where = ", ".join(f"{e.name} on {getattr(e, 'server', 'this machine')}"
+                          + (f", sliding-window cache {e.n_swa} positions" if getattr(e, "n_swa", 0) else "")
+                          for e in self.engines)
+        log.info(f"reasoning ({where}): mode={cfg.reasoner.mode} tau_mem={cfg.reasoner.tau_mem} "
+                 f"n_ctx={cfg.context_size} decision_hz={self.decision_hz} archive={archive_path}")
+
+    # --- start -----------------------------------------------------------------------------
+    def _read_parameters(self) -> Tuple[ReasoningNodeConfig, Dict[str, RemoteResource], Path, Path]:
+        """Every parameter is read-only (set in the parameter file): none is safe to change under a
+        running reasoner, so `ros2 param set` is refused with the reason."""
         try:
             cfg = declare_dataclass(self, ReasoningNodeConfig()).validated()
             remote = {name: declare_dataclass(self, RemoteResource(url=""), prefix=f"{name.lower()}.")
                       for name in resource_names(cfg.reasoner.mode)}
-            intents_file = required_file(cfg.intents_file, "intents_file")
-            prompt_file = required_file(cfg.prompt_file, "prompt_file")
+            return cfg, remote, required_file(cfg.intents_file, "intents_file"), \
+                required_file(cfg.prompt_file, "prompt_file")
         except ValueError as err:
-            log.fatal(f"cannot start: {err}")
+            self.get_logger().fatal(f"cannot start: {err}")
             raise SystemExit(2) from err
-        config, mode, tau_mem, n_ctx = cfg.reasoner, cfg.reasoner.mode, cfg.reasoner.tau_mem, cfg.context_size
+
+    def _place_threads(self, cfg: ReasoningNodeConfig, remote: Dict[str, RemoteResource]) -> None:
+        log = self.get_logger()
         placed = pin_threads(cfg.cpu_affinity)   # before llama.cpp starts its threads: they inherit it
         if placed:
             log.info(placed)
@@ -66,259 +107,161 @@ class ReasoningNode(Node):
         for clamped in (cfg.clamp_append_threads(cpus), cfg.pause_rebuild_without_a_core(cpus, remote)):
             if clamped:
                 log.warning(clamped)
-        model_path = expand_path(cfg.model_path)
-        session = new_session_id()
-        archive_path = str(cfg.archive_file(session))
-        self.state_dir = expand_path(cfg.state_dir)
-        self.checkpoint_period = float(cfg.checkpoint_period_s) if self.state_dir else 0.0
-        self._checkpointed_seq: Optional[int] = None
-        self._next_checkpoint = time.monotonic() + self.checkpoint_period
-        self.decision_hz = cfg.decision_hz
-        self.period = 1.0 / self.decision_hz if self.decision_hz > 0 else None
-        # clock: periodic decisions on the node clock; chunks: on the chunks' own stamps, so the
-        # decisions are a function of the chunk stream alone (bag replay regression runs)
-        self.trigger_mode = cfg.decision_trigger
-        self.decide_on_request = cfg.decide_on_request
-        self.status_hz = cfg.status_hz
-        self.running_from_decisions = cfg.running_source == "decisions"
-        self.running_at_stamp = cfg.running_source == "router_status_at_stamp"
-        self.router_reports = RunningTaskHistory()
-        try:
-            catalogue = IntentCatalogue.from_file(intents_file)
-            template = PromptTemplate.from_file(prompt_file)
-            self.engines, self.fallback = make_resources(cfg, remote, model_path)
-            health = ResourceHealth(_RosLogAdapter(log), first_retry_s=cfg.health_first_retry_s,
-                                    max_retry_s=cfg.health_max_retry_s)
-            self.reasoner = Reasoner(self.engines, catalogue, template, config, archive_path=archive_path,
-                                     logger=_RosLogAdapter(log), fallback=self.fallback, health=health,
-                                     session=session)
-        except (ModelFileError, ValueError, OSError, BackendUnavailable, NoResourceAvailable) as err:
-            log.fatal(f"cannot start: {err}")
-            raise SystemExit(2) from err
+
+    def _create_fault_logs(self) -> None:
+        log = self.get_logger()
         # a refused or impossible decision is never published: first of a kind logged, the rest counted
         self.decision_faults = FaultLog(log.warning, {
             "refused_decision": "a resource answered with something that is not a catalogued decision",
             "no_resource": "every reasoning resource is down; decisions resume when one answers"},
             counted_in="csr_status")
-        if self.state_dir and (Path(self.state_dir) / "csr_state.json").exists():
-            try:
-                info = self.reasoner.restore(self.state_dir)
-                log.info(f"warm restart from {self.state_dir}: {info['chunks']} chunks, {info['tokens']} tokens, "
-                         f"KV {'restored' if info['kv_restored'] else 'recomputed'}")
-            except StateFileError as err:
-                log.error(f"{err}; starting with an empty state")
         # dropped chunks: the first of each kind is logged, the rest counted
         self.chunk_faults = FaultLog(log.info, {
             "duplicate_chunk": "a chunk already in the state was dropped (the aggregator's history after a "
                                "restart, or a duplicate)",
             "stale_epoch": "a chunk from an aggregator older than the one now publishing was dropped"},
             counted_in="csr_status dropped_chunks")
-        self.running_intent = ""
-        self.interrupt_depth = 0
-        self.paused: Optional[PausedTask] = None     # the paused task (router status, or own decisions)
-        self._running_args: dict = {}
-        self.decision_id = 0
-        self._wake = threading.Condition()
-        self._chunks = deque()
-        self._pending_request = False
-        self._stopping = False
-        self._preempted = False         # the last pump stopped for a due decision: resume it
-        if self.reasoner.primary.is_local:     # the head (and a restored state) in the KV cache before
-            started = time.monotonic()         # the first chunk: the first decision does not pay for it
-            self.reasoner.pump()
-            log.info(f"prefix evaluated on {self.reasoner.primary.name}: {self.reasoner.status()['prefix_tokens']} "
-                     f"tokens in {time.monotonic() - started:.1f} s")
+
+    def _restore_state(self) -> None:
+        if not (self.state_dir and (Path(self.state_dir) / "csr_state.json").exists()):
+            return
+        try:
+            info = self.reasoner.restore(self.state_dir)
+            self.get_logger().info(f"warm restart from {self.state_dir}: {info['chunks']} chunks, "
+                                   f"{info['tokens']} tokens, KV {'restored' if info['kv_restored'] else 'recomputed'}")
+        except StateFileError as err:
+            self.get_logger().error(f"{err}; starting with an empty state")
+
+    def _evaluate_prefix(self) -> None:
+        """The head (and a restored state) in the KV cache before the first chunk: the first decision
+        does not pay for it."""
+        if not self.reasoner.primary.is_local:
+            return
+        started = time.monotonic()
+        self.reasoner.pump()
+        self.get_logger().info(f"prefix evaluated on {self.reasoner.primary.name}: "
+                               f"{self.reasoner.status()['prefix_tokens']} tokens in "
+                               f"{time.monotonic() - started:.1f} s")
+
+    def _wire(self, status_hz: float) -> None:
         self.decision_pub = self.create_publisher(Decision, "decision", qos.DECISIONS,
                                                   event_callbacks=qos.quiet_publisher())
         self.status_pub = self.create_publisher(CsrStatus, "csr_status", 10, event_callbacks=qos.quiet_publisher())
         self._status_sub = self.create_subscription(RouterStatus, "router_status", self._on_router_status, 10)
         self.create_subscription(StateChunk, "state_chunks", self._on_chunk, qos.CHUNK_STREAM)
         self.create_subscription(String, "decision_request", self._on_request, 10)
-        self.create_timer(1.0 / self.status_hz, self._publish_status)
-        self._next_due = None
+        self.create_timer(1.0 / status_hz, self._publish_status)
         self._thread = threading.Thread(target=self._decision_loop, name="decision-loop", daemon=True)
         self._thread.start()
-        where = ", ".join(f"{e.name} on {getattr(e, 'server', 'this machine')}"
-                          + (f", sliding-window cache {e.n_swa} positions" if getattr(e, "n_swa", 0) else "")
-                          for e in self.engines)
-        log.info(f"reasoning ({where}): mode={mode} tau_mem={tau_mem} n_ctx={n_ctx} "
-                 f"decision_hz={self.decision_hz} archive={archive_path}")
 
     # --- callbacks -------------------------------------------------------------------------
     def _on_chunk(self, msg: StateChunk) -> None:
         # Chunks are applied by the decision thread, in order, so a decision's prefix is exactly
         # the chunks up to the one that triggered it (not whatever arrived while it waited).
-        if self.running_at_stamp:   # the router's reports sent before this chunk, even if their reader is behind
-            take_waiting([self._status_sub])
-        with self._wake:
-            self._chunks.append(msg)
-            self._wake.notify()
+        if self.running.reads_reports_by_stamp:   # the router's reports sent before this chunk, even if
+            take_waiting([self._status_sub])     # their reader is behind
+        self.scheduler.submit_chunk(msg)
 
     def _on_request(self, msg: String) -> None:
-        if not self.decide_on_request:
+        if not self.scheduler.accepts_requests:
             return
         self.get_logger().info(f"decision requested: {msg.data or '(no reason given)'}")
-        with self._wake:
-            self._pending_request = True
-            self._wake.notify()
+        self.scheduler.request()
 
     def _on_router_status(self, msg: RouterStatus) -> None:
-        if self.running_from_decisions:
-            return
         task = RunningTask(msg.active_intent, int(msg.interrupt_depth),
                            PausedTask(msg.paused_intent, arguments_to_dict(msg.paused_arguments))
                            if msg.paused_intent else None)
-        if self.running_at_stamp:
-            self.router_reports.report(stamp_to_sec(msg.header.stamp), task)
-        else:
-            self.running_intent, self.interrupt_depth, self.paused = task.intent, task.interrupt_depth, task.paused
+        self.running.router_reported(stamp_to_sec(msg.header.stamp), task)
 
     # --- decision thread -------------------------------------------------------------------
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
-    def _clock_due(self) -> bool:
-        if self.trigger_mode != "clock" or self.period is None:
-            return False
-        now = self._now()
-        if self._next_due is None:
-            self._next_due = now + self.period
-        return now >= self._next_due
-
     def _decision_loop(self) -> None:
         self.reasoner.warm_secondary()     # in the background: the first eviction then rebuilds the live chunks only
-        while True:
-            with self._wake:
-                while not (self._stopping or self._chunks or self._pending_request or self._clock_due()
-                           or (self._preempted and not self._decision_waiting()) or self._checkpoint_due()):
-                    self._wake.wait(timeout=0.01)
-                if self._stopping:
-                    return
-                chunks, self._chunks = list(self._chunks), deque()
-                request, self._pending_request = self._pending_request, False
+        while (work := self.scheduler.wait_for_work(self.reasoner.last_seq)) is not None:
             decided = False
-            for msg in chunks:      # one failing chunk or decision must not drop the chunks behind it
+            for msg in work.chunks:      # one failing chunk or decision must not drop the chunks behind it
                 try:
                     decided |= self._apply_chunk(msg)
                 except Exception as err:  # noqa: BLE001 - keep the node up; logged once per kind
                     self.decision_faults.record(f"failed:{type(err).__name__}",
                                                 f"chunk {msg.seq} or its decision failed: {err}")
             try:
-                if request:
-                    self._decide(Decision.TRIGGER_REQUEST)
+                if work.request:
+                    self._decide(Trigger.REQUEST)
                     decided = True
-                if self._clock_due():
-                    self._next_due = max(self._next_due + self.period, self._now())
-                    self._decide(Decision.TRIGGER_PERIODIC)
+                if self.scheduler.take_clock_due():
+                    self._decide(Trigger.PERIODIC)
                     decided = True
-                if ((chunks and not decided) or self._preempted or self.reasoner.uncached_tokens) \
-                        and not self._decision_waiting():
-                    # a decision due meanwhile stops the append at a batch boundary; resumed next round
-                    self._preempted = not self.reasoner.pump(preempt=self._decision_waiting)
-                elif chunks or self.reasoner.uncached_tokens:
-                    self._preempted = True       # appended once the decision that is due has run
+                plan = self.scheduler.plan_append(bool(work.chunks), decided, self.reasoner.uncached_tokens)
+                if plan is AppendPlan.RUN:   # a decision due meanwhile stops it at a batch boundary
+                    self.scheduler.append_ended(self.reasoner.pump(preempt=self.scheduler.decision_waiting))
             except Exception as err:  # noqa: BLE001 - keep the node up; the next trigger retries
                 self.decision_faults.record(f"failed:{type(err).__name__}", f"a decision failed: {err}")
                 time.sleep(0.1)
             self._maybe_checkpoint()
 
-    def _checkpoint_due(self) -> bool:
-        return self.checkpoint_period > 0 and time.monotonic() >= self._next_checkpoint \
-            and self.reasoner.last_seq != self._checkpointed_seq
-
     def _maybe_checkpoint(self) -> None:
         """Every checkpoint_period_s, the logical state if it changed (no engine work, no stall)."""
-        if not self._checkpoint_due():
+        if not self.scheduler.take_checkpoint_due(self.reasoner.last_seq):
             return
-        self._next_checkpoint = time.monotonic() + self.checkpoint_period
         try:
             self.reasoner.checkpoint(self.state_dir)
-            self._checkpointed_seq = self.reasoner.last_seq
+            self.scheduler.checkpointed(self.reasoner.last_seq)
         except OSError as err:
             self.decision_faults.record("checkpoint", f"could not checkpoint to {self.state_dir}: {err}")
 
-    def _decision_waiting(self) -> bool:
-        """Something the decision thread must handle before appending more: a queued chunk (it may
-        trigger a decision), a request, the clock's due time within the next batch, or shutdown."""
-        with self._wake:
-            if self._stopping or self._chunks or self._pending_request:
-                return True
-            if self.trigger_mode != "clock" or self.period is None or self._next_due is None:
-                return False
-            return self.reasoner.pump_should_stop(self._next_due - self._now())
-
     def _apply_chunk(self, msg: StateChunk, decide: bool = True) -> bool:
-        """Apply one chunk in stream order, deciding where it triggers; returns whether it decided.
-
-        In 'chunks' mode a chunk or watermark stamped at or after the next due time (a multiple of
-        1/decision_hz) first triggers the periodic decision on the chunks before it, stamped with
-        that due time; an event chunk then triggers one on the chunks up to and including it.
-        """
-        stamp = stamp_to_sec(msg.header.stamp)
-        epoch, current = int(msg.epoch), self.reasoner.sequence_epoch
-        if epoch and epoch > current:
-            if current:
-                self.get_logger().info(f"the aggregator restarted (sequence epoch {epoch}): its chunks from "
-                                       f"seq {msg.seq} on continue the state")
-            self.reasoner.start_sequence(epoch, msg.seq)
-        elif epoch and epoch < current:
-            self.chunk_faults.record("stale_epoch", f"seq {msg.seq} of epoch {epoch}, now {current}")
+        """Apply one chunk in stream order, deciding where the schedule says; returns whether it decided."""
+        chunk = ChunkHeader(int(msg.seq), int(msg.kind), stamp_to_sec(msg.header.stamp), int(msg.epoch))
+        plan = self.scheduler.plan_chunk(chunk, self.reasoner.sequence_epoch, self.reasoner.last_seq, decide)
+        if plan.new_sequence:
+            if self.reasoner.sequence_epoch:
+                self.get_logger().info(f"the aggregator restarted (sequence epoch {chunk.epoch}): its chunks from "
+                                       f"seq {chunk.seq} on continue the state")
+            self.reasoner.start_sequence(chunk.epoch, chunk.seq)
+        if plan.dropped:
+            if plan.fault:
+                self.chunk_faults.record(plan.fault, plan.fault_detail)
             return False
-        last = self.reasoner.last_seq
-        if last is not None and msg.seq <= last:
-            # already in the state: the aggregator's history after a (warm) restart, or a duplicate;
-            # a watermark carries the next chunk's seq, so old ones are dropped here too
-            if msg.kind != StateChunk.KIND_WATERMARK:
-                self.chunk_faults.record("duplicate_chunk", f"seq {msg.seq} (newest in the state: {last})")
-            return False
+        if plan.publish_status:
+            self._publish_status()
         decided = False
-        if self.trigger_mode == "chunks" and self.period is not None:
-            if self._next_due is None:
-                self._next_due = (math.floor(stamp / self.period + 1e-9) + 1) * self.period
-                self._publish_status()      # a lockstepped sim need not wait for a decision before it
-            elif stamp >= self._next_due - 1e-9:
-                # advanced only once the due decision is out: CsrStatus.next_decision_due tells a
-                # lockstepped peer that no decision before it will come, so it must not run ahead of one
-                try:
-                    if decide:
-                        self._decide(Decision.TRIGGER_PERIODIC, stamp=self._next_due)
-                        decided = True
-                finally:
-                    while self._next_due <= stamp + 1e-9:
-                        self._next_due += self.period
-        if msg.kind == StateChunk.KIND_WATERMARK:
+        if plan.periodic_at is not None:
+            try:
+                self._decide(Trigger.PERIODIC, stamp=plan.periodic_at)
+                decided = True
+            finally:
+                self.scheduler.periodic_done(chunk.stamp)
+        if not plan.add:
             return decided
         try:
-            self.reasoner.add_chunk(msg.seq, msg.text, source=msg.source_topic, kind=msg.kind, stamp=stamp)
+            self.reasoner.add_chunk(msg.seq, msg.text, source=msg.source_topic, kind=msg.kind, stamp=chunk.stamp)
         except ChunkRejected as err:
             self.get_logger().warning(str(err))
             return decided
-        if msg.kind == StateChunk.KIND_EVENT and decide:
-            self._decide(Decision.TRIGGER_EVENT, stamp=stamp if self.trigger_mode == "chunks" else None)
+        if plan.decide_event:
+            self._decide(Trigger.EVENT, stamp=plan.event_stamp)
             decided = True
         return decided
 
-    def _decide(self, trigger: int, stamp: Optional[float] = None) -> None:
-        if self.running_at_stamp:
-            task = self.router_reports.before(stamp) if stamp is not None else self.router_reports.latest()
-            self.running_intent, self.interrupt_depth, self.paused = task.intent, task.interrupt_depth, task.paused
+    def _decide(self, trigger: Trigger, stamp: Optional[float] = None) -> None:
+        running = self.running.for_decision(stamp)
         try:
-            decision = self.reasoner.decide(running=self.running_intent, interrupts=self.interrupt_depth,
-                                            paused=self.paused)
+            decision = self.reasoner.decide(running=running.intent, interrupts=running.interrupt_depth,
+                                            paused=running.paused)
         except DecisionRefused as err:
             self.decision_faults.record("refused_decision", str(err))
             return
         except NoResourceAvailable as err:
             self.decision_faults.record("no_resource", str(err))
             return
-        if self.running_from_decisions:      # the router's rule, on what this node decided
-            new = decision.result.decision
-            ran = PausedTask(self.running_intent, self._running_args) if self.running_intent else None
-            self.paused = self.reasoner.catalogue.paused_after(ran, self.paused, new.intent)
-            self.running_intent, self._running_args = new.intent, dict(new.arguments)
         result = decision.result
+        self.running.decided(result.decision.intent, result.decision.arguments)
         msg = Decision(decision_id=self.decision_id, intent=result.decision.intent,
-                       arguments=dict_to_arguments(result.decision.arguments), trigger=trigger,
+                       arguments=dict_to_arguments(result.decision.arguments), trigger=int(trigger),
                        state_version=decision.state_version, prefix_tokens=decision.prefix_tokens,
                        last_chunk_seq=max(decision.last_chunk_seq, 0), ttft_ms=result.ttft_ms,
                        total_ms=decision.catchup_ms + result.total_ms, resource=decision.resource,
@@ -341,8 +284,8 @@ class ReasoningNode(Node):
                         rejected_chunks=s["rejected_chunks"], cached_tokens=s["cached_tokens"],
                         failovers=s["failovers"], refused_decisions=s["refused_decisions"],
                         down_resources=list(s["down_resources"]), dropped_chunks=self.chunk_faults.total,
-                        backlog_chunks=len(self._chunks),
-                        next_decision_due=float(self._next_due or 0.0) if self.trigger_mode == "chunks" else 0.0,
+                        backlog_chunks=self.scheduler.backlog(),
+                        next_decision_due=self.scheduler.next_decision_due(),
                         last_decision_id=self.decision_id - 1)
         msg.header.stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(msg)
@@ -356,35 +299,34 @@ class ReasoningNode(Node):
         where = thread_where(self._thread)
         self.get_logger().error(f"decision thread still busy after {DECISION_JOIN_S:g} s, in {where}; "
                                 "stopping without it: the contexts stay open until the process exits: state not "
-                                f"saved, {len(self._chunks)} queued chunks not applied")
+                                f"saved, {self.scheduler.backlog()} queued chunks not applied")
         return False
+
+    def _save_state_at_stop(self) -> None:
+        try:
+            saved = self.reasoner.save_at_stop(self.state_dir, wait_s=RECONCILE_AT_STOP_S)
+            if saved["kv_saved"] or not self.reasoner.primary.is_local:
+                self.get_logger().info(f"saved CSR state to {self.state_dir}")
+            else:
+                self.get_logger().warning(
+                    f"reconciliation still running after {RECONCILE_AT_STOP_S:g} s: saved CSR state "
+                    f"({saved['chunks']} chunks) to {self.state_dir} without its KV cache; a restart "
+                    "recomputes the prefix")
+        except OSError as err:
+            self.get_logger().error(f"could not save state to {self.state_dir}: {err}")
 
     def destroy_node(self):
         if not hasattr(self, "_thread"):       # the start failed (logged): nothing runs, nothing to save
             return super().destroy_node()
-        with self._wake:
-            self._stopping = True
-            self._wake.notify()
+        self.scheduler.stop()
         self.reasoner.begin_stop()
         if not self._join_decision_thread():
             self.exit_without_teardown = True    # the interpreter's teardown would free them under the call
             return super().destroy_node()
-        with self._wake:
-            pending, self._chunks = list(self._chunks), deque()
-        for msg in pending:          # accepted chunks are kept (and saved), not dropped at shutdown
+        for msg in self.scheduler.drain():    # accepted chunks are kept (and saved), not dropped at shutdown
             self._apply_chunk(msg, decide=False)
         if self.state_dir:
-            try:
-                saved = self.reasoner.save_at_stop(self.state_dir, wait_s=RECONCILE_AT_STOP_S)
-                if saved["kv_saved"] or not self.reasoner.primary.is_local:
-                    self.get_logger().info(f"saved CSR state to {self.state_dir}")
-                else:
-                    self.get_logger().warning(
-                        f"reconciliation still running after {RECONCILE_AT_STOP_S:g} s: saved CSR state "
-                        f"({saved['chunks']} chunks) to {self.state_dir} without its KV cache; a restart "
-                        "recomputes the prefix")
-            except OSError as err:
-                self.get_logger().error(f"could not save state to {self.state_dir}: {err}")
+            self._save_state_at_stop()
         if not self.reasoner.close():         # a rebuild still inside llama.cpp: its engines stay open
             self.exit_without_teardown = True
             return super().destroy_node()

@@ -129,6 +129,40 @@ def test_a_node_declares_its_parameters_from_a_dataclass():
         rclpy.shutdown(context=context)
 
 
+@pytest.mark.dds
+def test_ros2_param_set_on_a_reasoning_parameter_is_refused_with_a_reason():
+    """No reasoning parameter is safe to change under a running reasoner: every one is read-only, and
+    a set_parameters request over DDS (what `ros2 param set` sends) is refused saying so."""
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from rclpy.parameter_client import AsyncParameterClient
+
+    from csr_llm_common.ros.params import READ_ONLY_HINT, declare_dataclass
+    from csr_llm_common.ros.spin import spinning
+    from csr_llm_common.ros.testing import wait_for
+    from csr_llm_core.http_backend import RemoteResource
+    from csr_llm_core.reasoning_config import ReasoningNodeConfig
+
+    with spinning() as spinner:
+        reasoning = spinner.create(Node, "reasoning_like")
+        declare_dataclass(reasoning, ReasoningNodeConfig())
+        declare_dataclass(reasoning, RemoteResource(url=""), prefix="r1.")
+        assert reasoning.has_parameter("r1.stream_gap_timeout_s")      # not the router's decision_timeout_s
+        assert not reasoning.has_parameter("r1.decision_timeout_s")
+        client = AsyncParameterClient(spinner.create(Node, "param_setter"), "reasoning_like")
+        assert client.wait_for_services(timeout_sec=20.0)
+        for name, value in (("decision_hz", 5.0), ("r1.stream_gap_timeout_s", 1.0)):
+            future = client.set_parameters([Parameter(name, value=value)])
+            assert wait_for(future.done, timeout=20.0)
+            result = future.result().results[0]
+            assert not result.successful and "read-only" in result.reason and name in result.reason
+            described = client.describe_parameters([name])
+            assert wait_for(described.done, timeout=20.0)
+            descriptor = described.result().descriptors[0]
+            assert descriptor.read_only and READ_ONLY_HINT in descriptor.description
+        assert reasoning.get_parameter("decision_hz").value == 2.0
+
+
 def test_a_stop_that_leaves_a_busy_thread_behind_says_where_it_is():
     """The reasoning node's stop names the frames of a thread that did not finish in time."""
     import threading

@@ -163,7 +163,7 @@ def plot(results: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> int:
+def parse_arguments(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cycles", type=int, default=10, help="ASR plays until this many evictions were swapped in")
     parser.add_argument("--max-chunks", type=int, default=200, help="ASR stops here even short of --cycles")
@@ -184,8 +184,11 @@ def main(argv=None) -> int:
                         help="folder with intents.yaml and prompt.yaml (default: ./config, the workspace root's)")
     parser.add_argument("--out", type=Path, default=Path("build/bench/asr.json"))
     parser.add_argument("--plot", type=Path, default=Path("build/bench/asr.png"))
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    return parser.parse_args(argv)
+
+
+def play_both_modes(args: argparse.Namespace) -> dict:
+    """{mode: play's result}: ASR until --cycles swaps, then sync on as many chunks, on the same contexts."""
     catalogue = IntentCatalogue.from_file(args.config_dir / "intents.yaml")
     template = PromptTemplate.from_file(args.config_dir / "prompt.yaml")
     n_ctx = 2 * args.tau_mem
@@ -193,8 +196,8 @@ def main(argv=None) -> int:
                for name in ("R1", "R2")]
     results: dict = {}
     for mode in ("asr", "sync"):
-        # the baseline as before: a decision first appends every pending token, the re-evaluation of
-        # the shortened prefix after an eviction included
+        # the baseline: a decision first appends every pending token, the re-evaluation of the
+        # shortened prefix after an eviction included
         config = ReasonerConfig(tau_mem=args.tau_mem, evict_ratio=args.evict_ratio, n_catchup=args.n_catchup,
                                 mode=mode, rebuild_batch=args.rebuild_batch, decide_on_cached=mode == "asr",
                                 append_threads=args.append_threads,
@@ -216,25 +219,34 @@ def main(argv=None) -> int:
         reasoner.close()
     for engine in engines:
         engine.close()
+    return results
+
+
+def summarize(args: argparse.Namespace, results: dict) -> dict:
+    """The JSON record: both modes' figures, the goals, the config and the raw samples."""
     asr, sync = results["asr"], results["sync"]
     keys = ("p50_ms", "p99_ms", "max_ms", "decisions_per_s", "ttft_p50_ms", "ttft_p99_ms", "ttft_max_ms",
             "overflow_stalls", "preempted_pumps", "chunks", "chunks_behind_p50", "chunks_behind_max")
     swapped = [c for c in asr["cycles"] if c["swapped_at"] is not None]
     windows = rebuild_windows(asr["samples"], asr["cycles"])
-    summary = {"asr": dict({k: asr[k] for k in keys + ("swaps",)}, rebuild_windows=windows),
-               "sync": {k: sync[k] for k in keys},
-               "evictions": asr["evictions"], "sync_evictions": sync["evictions"],
-               "goals": {"asr_p99_le_2x_p50": asr["p99_ms"] <= 2 * asr["p50_ms"],
-                         "asr_p99_le_1_5x_p50": asr["p99_ms"] <= 1.5 * asr["p50_ms"],
-                         "asr_max_le_2x_p50": asr["max_ms"] <= 2 * asr["p50_ms"],
-                         "sync_max_ge_5x_asr_max": sync["max_ms"] >= 5 * asr["max_ms"],
-                         "asr_ge_2_decisions_per_s": asr["decisions_per_s"] >= 2.0,
-                         "asr_ge_10_cycles_each_swapped": len(swapped) >= 10 and asr["overflow_stalls"] == 0},
-               "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-               "cycles": {mode: results[mode]["cycles"] for mode in results},
-               "samples": {mode: results[mode]["samples"] for mode in results},
-               "marks": {mode: {"evictions": results[mode]["eviction_marks"], "swaps": results[mode]["swap_marks"]}
-                         for mode in results}}
+    return {"asr": dict({k: asr[k] for k in keys + ("swaps",)}, rebuild_windows=windows),
+            "sync": {k: sync[k] for k in keys},
+            "evictions": asr["evictions"], "sync_evictions": sync["evictions"],
+            "goals": {"asr_p99_le_2x_p50": asr["p99_ms"] <= 2 * asr["p50_ms"],
+                      "asr_p99_le_1_5x_p50": asr["p99_ms"] <= 1.5 * asr["p50_ms"],
+                      "asr_max_le_2x_p50": asr["max_ms"] <= 2 * asr["p50_ms"],
+                      "sync_max_ge_5x_asr_max": sync["max_ms"] >= 5 * asr["max_ms"],
+                      "asr_ge_2_decisions_per_s": asr["decisions_per_s"] >= 2.0,
+                      "asr_ge_10_cycles_each_swapped": len(swapped) >= 10 and asr["overflow_stalls"] == 0},
+            "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+            "cycles": {mode: results[mode]["cycles"] for mode in results},
+            "samples": {mode: results[mode]["samples"] for mode in results},
+            "marks": {mode: {"evictions": results[mode]["eviction_marks"], "swaps": results[mode]["swap_marks"]}
+                      for mode in results}}
+
+
+def print_report(results: dict, summary: dict) -> None:
+    asr, sync = results["asr"], results["sync"]
     print("latency = from the moment a decision is due to its first token; ttft = inside decide() only")
     print(f"{'mode':>5} {'p50_ms':>8} {'p99_ms':>8} {'max_ms':>8} {'dec/s':>6} {'evictions':>9} {'swaps':>5} "
           f"{'ttft_p50':>9} {'ttft_p99':>9} {'ttft_max':>9} {'preempted':>9} {'overflow':>8}")
@@ -246,17 +258,26 @@ def main(argv=None) -> int:
     print("staleness: chunks added but not in a decision's cached prefix (their events are in its suffix): "
           + ", ".join(f"{m} p50 {results[m]['chunks_behind_p50']:.0f} max {results[m]['chunks_behind_max']}"
                       for m in results))
-    for where, w in windows.items():
+    for where, w in summary["asr"]["rebuild_windows"].items():
         if w["decisions"]:
             print(f"asr decisions {where} rebuild windows: {w['share']:.0%}, p50 / p99 {w['p50_ms']:.0f} / "
                   f"{w['p99_ms']:.0f} ms, ttft p50 {w['ttft_p50_ms']:.0f} ms, waiting for an append p50 / p90 "
                   f"{w['wait_p50_ms']:.0f} / {w['wait_p90_ms']:.0f} ms, catch-ups > 50 ms {w['catchups_over_50_ms']}")
+    swapped = [c for c in asr["cycles"] if c["swapped_at"] is not None]
     rebuilds = [c["rebuild_s"] for c in swapped]
     print(f"asr cycles swapped: {len(swapped)} of {len(asr['cycles'])}; rebuild (eviction -> swap) "
           + (f"median {np.median(rebuilds):.1f} s, max {max(rebuilds):.1f} s" if rebuilds else "none"))
     print(f"sync max / asr max = {sync['max_ms'] / asr['max_ms']:.1f}x; asr p99 / p50 = "
           f"{asr['p99_ms'] / asr['p50_ms']:.2f}; asr max / p50 = {asr['max_ms'] / asr['p50_ms']:.2f}; "
           f"goals: {summary['goals']}")
+
+
+def main(argv=None) -> int:
+    args = parse_arguments(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    results = play_both_modes(args)
+    summary = summarize(args, results)
+    print_report(results, summary)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2) + "\n")
     plot(results, args.plot)

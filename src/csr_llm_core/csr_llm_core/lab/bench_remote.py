@@ -58,7 +58,7 @@ def ttft_rows(sizes, repeats: int, catalogue, template, port: int, log_dir: Path
                 for pair in events]
     rows = []
     with LlamaServer(port, slots=1, n_ctx_per_slot=n_ctx, log_path=log_dir / "ttft-server.log") as server:
-        backend = HttpBackend(RemoteResource(url=server.url, slot=0, timeout_s=600.0, decision_timeout_s=600.0),
+        backend = HttpBackend(RemoteResource(url=server.url, slot=0, timeout_s=600.0, stream_gap_timeout_s=600.0),
                               name="server")
         for size in sorted(sizes):
             prefix = _prefix(local, head, size)

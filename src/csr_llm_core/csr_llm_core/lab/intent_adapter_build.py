@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -168,9 +168,7 @@ def score_heldout(engine, catalogue, template, adapter_path: Path) -> dict:
             "chance": round(results["bare"]["chance"], 3), "probes": results["bare"]["probes"]}
 
 
-def main(argv=None) -> int:
-    from ..engine import LlamaEngine
-    from ..prompt import PromptTemplate
+def parse_arguments(argv=None) -> argparse.Namespace:
     from ..reasoning_config import add_swa_full_argument
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=200)
@@ -207,19 +205,24 @@ def main(argv=None) -> int:
     parser.add_argument("--live-features", type=Path, default=Path("build/intent_adapter/live_features.npz"))
     parser.add_argument("--compare-adapter", type=Path, default=None,
                         help="also score this adapter file on the held-out live probes (default: the bundled one)")
-    args = parser.parse_args(argv)
-    catalogue = IntentCatalogue.from_file(args.config_dir / "intents.yaml")
-    template = PromptTemplate.from_mapping(yaml.safe_load((args.config_dir / "prompt.yaml").read_text()))
-    swa_full = args.swa_full == "true"
-    settings = dict(model_path=args.model_path, n_ctx=4096, n_threads=args.n_threads, name="adapter", swa_full=swa_full)
-    engine = LlamaEngine(**settings)
-    parallel = {"jobs": args.jobs, "engine_settings": settings}
-    # what any probe's features depend on; the generated episodes' cache adds which episodes they are
-    recorded = recording_key(engine, catalogue, template)
-    if args.anchors.count > 1:          # the default's key (and cached features) stay as they were
-        recorded["anchors"] = args.anchors.to_meta()
-    key = {"episodes": args.episodes, "seed": args.seed, "generator": GENERATOR_VERSION, **recorded}
-    started = time.perf_counter()
+    return parser.parse_args(argv)
+
+
+@dataclass
+class Probes:
+    """Every probe's features and labels; held: validation probes (every fifth episode), live: from recorded runs."""
+    hidden: np.ndarray
+    base: np.ndarray
+    accept: np.ndarray
+    held: np.ndarray
+    live: np.ndarray
+    intents: Sequence[str]
+
+
+def gather_probes(args: argparse.Namespace, engine, catalogue: IntentCatalogue, template, recorded: dict,
+                  key: dict, parallel: dict) -> Probes:
+    """The generated episodes' probes (recorded, or from the cache under ``key``) and the live ones
+    (--live-runs, --live-probes); adds the live probes' provenance to ``key``."""
     data = _cached(args.features, key)
     if data is None:
         print(f"recording {args.episodes} generated episodes ...", file=sys.stderr, flush=True)
@@ -246,12 +249,12 @@ def main(argv=None) -> int:
             key["live_decided_with"] = provenance[0] if len(provenance) == 1 else provenance
         if probe_files:
             key["live_probe_files"] = {f.name: sha256_file(f)[:16] for f in probe_files}
-    weight = np.where(live, args.live_weight, 1.0) * np.where(hold_only(accept, data["intents"], catalogue),
-                                                              args.hold_weight, 1.0)
-    key["hold_weight"] = args.hold_weight
-    settings = {"l2": args.l2, "max_iterations": args.max_iterations}
-    key["fit"] = "lbfgs"
-    weights = fit(hidden[~held], base[~held], accept[~held], sample_weight=weight[~held], **settings)
+    return Probes(hidden, base, accept, held, live, data["intents"])
+
+
+def validation_scores(probes: Probes, weights, catalogue: IntentCatalogue, compare_adapter: Path) -> dict:
+    """Accuracies of the fit on the held-out generated probes (and live ones), against the base model and chance."""
+    hidden, base, accept, held, live = probes.hidden, probes.base, probes.accept, probes.held, probes.live
     generated = held & ~live
     scores = {"train_examples": int(len(hidden)), "live_examples": int(live.sum()),
               "val_examples": int(generated.sum()),
@@ -259,16 +262,44 @@ def main(argv=None) -> int:
               "val_base_accuracy": round(accuracy(hidden[generated], base[generated], accept[generated]), 3),
               "val_chance": round(float(accept[generated].mean()), 3),
               "train_accuracy": round(accuracy(hidden[~held], base[~held], accept[~held], weights), 3)}
-    scores.update(pause_errors(hidden[generated], base[generated], accept[generated], weights, data["intents"],
+    scores.update(pause_errors(hidden[generated], base[generated], accept[generated], weights, probes.intents,
                                catalogue, prefix="val_"))
     if live.any():
         scores.update(_live_scores(hidden[held & live], base[held & live], accept[held & live], weights,
-                                   args.compare_adapter or DEFAULT_ADAPTER))
+                                   compare_adapter))
         scores.update(pause_errors(hidden[held & live], base[held & live], accept[held & live], weights,
-                                   data["intents"], catalogue, prefix="live_val_"))
+                                   probes.intents, catalogue, prefix="live_val_"))
+    return scores
+
+
+def main(argv=None) -> int:
+    from ..engine import LlamaEngine
+    from ..prompt import PromptTemplate
+    args = parse_arguments(argv)
+    catalogue = IntentCatalogue.from_file(args.config_dir / "intents.yaml")
+    template = PromptTemplate.from_mapping(yaml.safe_load((args.config_dir / "prompt.yaml").read_text()))
+    swa_full = args.swa_full == "true"
+    settings = dict(model_path=args.model_path, n_ctx=4096, n_threads=args.n_threads, name="adapter", swa_full=swa_full)
+    engine = LlamaEngine(**settings)
+    parallel = {"jobs": args.jobs, "engine_settings": settings}
+    # what any probe's features depend on; the generated episodes' cache adds which episodes they are
+    recorded = recording_key(engine, catalogue, template)
+    if args.anchors.count > 1:          # the default's key (and cached features) stay as they were
+        recorded["anchors"] = args.anchors.to_meta()
+    key = {"episodes": args.episodes, "seed": args.seed, "generator": GENERATOR_VERSION, **recorded}
+    started = time.perf_counter()
+    probes = gather_probes(args, engine, catalogue, template, recorded, key, parallel)
+    hidden, base, accept, held = probes.hidden, probes.base, probes.accept, probes.held
+    weight = np.where(probes.live, args.live_weight, 1.0) * np.where(hold_only(accept, probes.intents, catalogue),
+                                                                     args.hold_weight, 1.0)
+    key["hold_weight"] = args.hold_weight
+    fit_settings = {"l2": args.l2, "max_iterations": args.max_iterations}
+    key["fit"] = "lbfgs"
+    weights = fit(hidden[~held], base[~held], accept[~held], sample_weight=weight[~held], **fit_settings)
+    scores = validation_scores(probes, weights, catalogue, args.compare_adapter or DEFAULT_ADAPTER)
     print(json.dumps(scores, sort_keys=True), file=sys.stderr, flush=True)
-    final = fit(hidden, base, accept, sample_weight=weight, **settings)
-    adapter = IntentAdapter(list(data["intents"]), *final, meta=dict(key, l2=args.l2, **scores),
+    final = fit(hidden, base, accept, sample_weight=weight, **fit_settings)
+    adapter = IntentAdapter(list(probes.intents), *final, meta=dict(key, l2=args.l2, **scores),
                             anchors=args.anchors)
     adapter.save(args.out)
     if not args.skip_heldout:
