@@ -16,6 +16,9 @@ each decision received and on the tick the task state changes; stamped with the 
 ``command_stamp: state``),
 ``cmd_vel`` (Twist, on change and at least at 50 Hz), ``decision_request`` and ``sound``
 (std_msgs/String).
+
+Parameters (router_parameters.py): ``RouterParams`` and the robot description's, read-only; the PID
+gains ``gains.<joint>.*`` change while the node runs (``ros2 param set``), applied from the next tick.
 """
 from __future__ import annotations
 
@@ -80,7 +83,7 @@ class RouterNode(LifecycleNode):
         self._control_timer = None
         self._aux_timers: List[Any] = []
         self._cancelled_timers: List[Any] = []
-        self.schedule = TickSchedule(settings.tick_source, settings.control_hz, settings.key_hz)
+        self.schedule: Optional[TickSchedule] = None     # set at activate (configure checks its rates)
         self.loop_rate = LoopRate(time.monotonic())
         self._last_decision_id = -1
         self._last_command_stamp: Optional[Time] = None
@@ -170,7 +173,8 @@ class RouterNode(LifecycleNode):
             self._active = True
             self.loop_rate.restart(time.monotonic())
         self.schedule = schedule = TickSchedule(settings.tick_source, settings.control_hz, settings.key_hz)
-        # what exists now lives as long as the node: out of the collector's reach (a full collection ~7 ms -> us)
+        # what exists now lives as long as the node: out of the collector's reach, so no full
+        # collection walks it during a tick
         gc.collect()
         gc.freeze()
         if schedule.uses_timer:
@@ -249,7 +253,8 @@ class RouterNode(LifecycleNode):
         out.zero(r.command.effort_limit.tolist(), self.get_clock().now().to_msg())
 
     def _on_control_timer(self) -> None:   # state_or_timer: only gaps (a state timeout still ramps to a stop)
-        if self.schedule.timer_due(time.monotonic()):
+        schedule = self.schedule
+        if schedule is not None and schedule.timer_due(time.monotonic()):
             self._on_control()
 
     def _on_control(self, state_time: Optional[float] = None) -> None:
@@ -257,11 +262,11 @@ class RouterNode(LifecycleNode):
             self.get_logger().info(raise_priority(self._priority_pending, "router control thread"))
             self._priority_pending = 0
         with self._lock:
-            r, out = self.router, self.outputs
-            if not self._active or r is None or out is None:
+            r, out, schedule = self.router, self.outputs, self.schedule
+            if not self._active or r is None or out is None or schedule is None:
                 return
             now = self._now() if state_time is None else state_time
-            self.schedule.ticked(time.monotonic())
+            schedule.ticked(time.monotonic())
             cmd = r.tick(now)
             self.last_command, self.last_tick_time = cmd, now
             out.effort(cmd)
@@ -275,7 +280,7 @@ class RouterNode(LifecycleNode):
                 self._reported_task = task
                 self._on_status()
             out.rest_of_command(cmd, stamp, now)
-            if self._stamp_with_state and self.schedule.key_due(now):     # after the command: off its latency
+            if self._stamp_with_state and schedule.key_due(now):     # after the command: off its latency
                 r.update_key(now)
             self.loop_rate.tick(time.monotonic())
 
@@ -303,7 +308,7 @@ class RouterNode(LifecycleNode):
         r.set_joint_state(msg.name, msg.position, msg.velocity, msg.effort, t,
                           (msg.header.stamp.sec, msg.header.stamp.nanosec))
         schedule = self.schedule
-        if not schedule.tick_on_state:
+        if schedule is None or not schedule.tick_on_state:
             return
         if self._stamp_with_state:
             if not schedule.new_state(t):   # re-sent (a sim paused at a boundary) or older: no new period

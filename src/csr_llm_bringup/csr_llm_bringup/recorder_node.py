@@ -82,7 +82,7 @@ class RecorderNode(Node):
                 self.connections[name] = self.writer.add_connection(name, type_string, typestore=self.store)
                 self._types[name] = cls
             # QoS matched to the publishers above, so no incompatibility to warn about: no event handlers
-            # (suite_qos.quiet_subscription: they doubled the executor's CPU per message)
+            # (suite_qos.quiet_subscription: they cost executor CPU on every message)
             self._subs[name] = self.create_subscription(cls, name, lambda data, n=name: self._on_raw(n, data),
                                                         qos, raw=True, event_callbacks=suite_qos.quiet_subscription())
 
