@@ -170,7 +170,7 @@ class SegmentPlanner:
     beyond numpy temporaries of a few hundred floats).
     """
 
-    def __init__(self, n_joints: int, horizon: float = 0.05, samples: int = 100, blend_time: float = 0.3,
+    def __init__(self, n_joints: int, horizon: float, samples: int, blend_time: float,
                  q_min=None, q_max=None, v_max=None):
         if samples < 2 or not horizon > 0:
             raise ValueError("need samples >= 2 and horizon > 0")

@@ -33,7 +33,7 @@ the layers are watched by the monitors in ``monitors.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
 
 import numpy as np
 
@@ -177,6 +177,7 @@ class ExecutionLayer:
                  low_confidence_limit_scale: float = 0.7):
         self.n = len(nominal.gains)
         self.nominal = nominal
+        self.derate_gain_scale = float(derate_gain_scale)
         self.derated = ExecutionSet([g.scaled(derate_gain_scale) for g in nominal.gains],
                                     nominal.effort_limit * derate_limit_scale)
         self.low_confidence_limit_scale = float(low_confidence_limit_scale)
@@ -190,6 +191,12 @@ class ExecutionLayer:
         self.gains_changed = True
         self.hits = 0
         self.lookups = 0
+
+    def set_nominal_gains(self, gains: Sequence[Gains]) -> None:
+        """New nominal gains (a live parameter change); the derated set follows at its scale."""
+        self.nominal = ExecutionSet(list(gains), self.nominal.effort_limit)
+        self.derated = ExecutionSet([g.scaled(self.derate_gain_scale) for g in gains], self.derated.effort_limit)
+        self.dirty = self.gains_changed = True
 
     def set_torque_limit(self, limit: np.ndarray) -> None:
         if (limit != self.torque_limit).any():

@@ -1,21 +1,24 @@
 """Router parameters: defaults, config files, validation (plain module, no rclpy).
 
-Every parameter is a flat ROS 2 parameter of the router node (see config/action_router.yaml);
-the same names build a ``RouterConfig`` for the plain ``Router`` in tests and the benchmark.
+``RouterParams`` holds every fixed-name parameter with its one default; the node declares it as
+flat ROS 2 parameters (see config/action_router.yaml), and the same flat names build a
+``RouterConfig`` for the plain ``Router`` (``make_config``) in the node, tests and benchmarks.
 Joints, their limits, the base limits, the controller name and the PID gains default to the robot
 description file (``robot_description_file``, the file the simulator reads too); parameters given
 explicitly still override it.
 PID gains use control_toolbox names: ``gains.<joint>.{p,i,d,i_clamp_max,i_clamp_min,u_clamp_max,
 u_clamp_min,antiwindup_strategy}`` (plus ``tracking_time_constant``, ``error_deadband``,
 ``derivative_filter_time_constant`` and ``error_filter_time_constant``, the last two with a
-router-wide default in the parameter of that name).
+router-wide default in the parameter of that name). They are the only parameters that change
+while the router runs (``updated_gains`` checks a change), as with control_toolbox's PidROS.
 """
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import yaml
 
@@ -23,7 +26,7 @@ from csr_llm_common.catalogue import IntentCatalogue
 from csr_llm_common.paths import config_dir, expand_path
 from csr_llm_common.robot_description import GAIN_DEFAULTS, RobotDescription, load_robot_description
 
-from .pid import Gains, gains_from_params
+from .pid import PARAM_NAMES, Gains, gains_from_params
 from .scene import ReachTarget
 from .variants import VariantSpec, load_scene_keys, parse_variants
 from .zones import DEFAULT_ZONES, Zone, parse_zones, without_zone_parameters, zone_parameters
@@ -35,99 +38,153 @@ from .zones import DEFAULT_ZONES, Zone, parse_zones, without_zone_parameters, zo
 ARGUMENT_FIELDS = ("base_speed", "base_distance", "base_goal", "reach_object")
 
 TICK_SOURCES = ("timer", "joint_states", "state_or_timer")
+GAIN_PREFIX = "gains."
+# router-wide defaults of the per-joint filter time constants
+GAIN_FILTERS = ("derivative_filter_time_constant", "error_filter_time_constant")
 
-# name -> default (type follows the default; lists of float are double arrays)
-DEFAULTS: Dict[str, Any] = {
-    "robot_description_file": "",        # "" = config/robot_description.yaml of this workspace
-    "robot_id": "",                      # "" = this machine's identity + the node namespace (identity.py)
-    "autostart": False,
-    # state_or_timer: a tick on each joint state (no wait for a timer phase: bench-router), the
-    # control_hz timer only where none came for a period; timer: the control_hz timer alone;
-    # joint_states: one tick per joint state and nothing else (simulation, replay: lockstep)
-    "tick_source": "state_or_timer",
+@dataclass
+class NodeParams:
+    """How the router node runs: start, tick, threads, timers, stamps, vision input."""
+    robot_description_file: str = ""     # "" = config/robot_description.yaml of this workspace
+    robot_id: str = ""                   # "" = this machine's identity + the node namespace (identity.py)
+    autostart: bool = False
+    # state_or_timer: a tick on each joint state, the control_hz timer only where none came for a
+    # period; timer: the control_hz timer alone; joint_states: one tick per joint state and nothing
+    # else (simulation, replay: lockstep)
+    tick_source: str = "state_or_timer"
     # where the control loop runs (csr_llm_common/realtime.py): CPUs in taskset syntax ("" = any) for
     # every thread of the router, and SCHED_FIFO priority 1-99 for the spin thread (0 = normal)
-    "cpu_affinity": "",
-    "control_priority": 0,
-    "executor": "single",                # router_node main(): single | multi (threaded) executor
-    "control_hz": 1000.0,
-    "status_hz": 20.0,
-    "key_hz": 30.0,
-    "command_stamp": "now",              # "now" or "state" (stamp of the joint state used)
-    "zone": "corridor",
-    **zone_parameters(DEFAULT_ZONES),    # zones.<zone>.threshold / .goal (zones.py)
-    # go-to-pose base controller of zone_reached sub-tasks (go_to_pose.py)
-    "goal_tolerance": 0.10,              # m
-    "goal_yaw_tolerance": 0.10,          # rad
-    "goal_slow_radius": 0.6,             # m
-    "goal_min_speed": 0.05,              # m/s
-    "goal_heading_gain": 1.5,            # rad/s per rad
-    "goal_turn_in_place": 0.6,           # rad
-    "odom_timeout_s": 0.5,               # older odometry: the go-to-pose controller stops the base
-    # scene (detected_objects): frames it may come in and how long a detection stays valid
-    "base_frame": "base_link",
-    "odom_frame": "odom",
-    "scene_timeout_s": 1.0,
-    "cache_enabled": True,
+    cpu_affinity: str = ""
+    control_priority: int = 0
+    executor: str = "single"             # router_node main(): single | multi (threaded) executor
+    control_hz: float = 1000.0
+    status_hz: float = 20.0
+    key_hz: float = 30.0
+    command_stamp: str = "now"           # "now" or "state" (stamp of the joint state used)
+    vision_source: str = "camera"        # camera (depth image -> CNN) | features | none
+    camera_topic: str = "camera/depth/image_raw"
+    depth_cnn_weights_file: str = ""     # "" = action_router/data/depth_cnn_v1.npz
+
+
+@dataclass
+class GoToPoseParams:
+    """The go-to-pose base controller of zone_reached sub-tasks (go_to_pose.py)."""
+    goal_tolerance: float = 0.10         # m
+    goal_yaw_tolerance: float = 0.10     # rad
+    goal_slow_radius: float = 0.6        # m
+    goal_min_speed: float = 0.05         # m/s
+    goal_heading_gain: float = 1.5       # rad/s per rad
+    goal_turn_in_place: float = 0.6      # rad
+    odom_timeout_s: float = 0.5          # older odometry: the controller stops the base
+
+
+@dataclass
+class SceneParams:
+    """detected_objects: the frames it may come in and how long a detection stays valid."""
+    base_frame: str = "base_link"
+    odom_frame: str = "odom"
+    scene_timeout_s: float = 1.0
+
+
+@dataclass
+class MotionParams:
+    """Levels 2 and 3: the planned segment, the PID filters, when a sub-task is done."""
+    cache_enabled: bool = True
     # first-order low-pass on every joint's D input (s; 0 = off), as drives filter the D part of
     # their velocity loop; gains.<joint>.derivative_filter_time_constant overrides it per joint
-    "derivative_filter_time_constant": 0.005,
+    derivative_filter_time_constant: float = 0.005
     # first-order low-pass on the error every joint's P and I terms see (s; 0 = off), a drive's
     # position-loop feedback filter; gains.<joint>.error_filter_time_constant overrides it per joint
-    "error_filter_time_constant": 0.002,
-    "horizon_s": 0.05,
-    "samples": 100,
-    # s: a re-plan's Hermite blend from the measured state back onto the template, stretched where the
-    # blend alone would pass a joint's velocity_max; 0.15 (was 0.3): bench-router tracks as closely as
-    # the per-frame baseline at gains x1.5 with half its jitter (docs/architecture.md)
-    "blend_s": 0.15,
-    "replan_error": 0.5,                 # rad: re-plan from the measured state above this error
-    "settle_tolerance": 0.03,            # rad: a trajectory sub-task is done when settled this close
-    "idle_hold": True,                   # after a task completes, hold the pose (else zero effort)
-    "grip_force_threshold": 15.0,
-    "grip_dwell_s": 0.2,
-    "temperature_limit": 70.0,
-    "temperature_hysteresis": 5.0,
-    "derate_gain_scale": 0.6,
-    "derate_limit_scale": 0.5,
-    "confidence_abs_tol": 5.0,
-    "confidence_rel_tol": 0.5,
-    "confidence_dwell_ticks": 50,
-    "low_confidence_limit_scale": 0.7,
-    "failsafe_clamp_persist_s": 0.25,
-    "failsafe_ramp_s": 0.2,
-    "state_timeout_s": 0.1,
+    error_filter_time_constant: float = 0.002
+    horizon_s: float = 0.05
+    samples: int = 100
+    # s: a re-plan's Hermite blend from the measured state back onto the template, stretched where
+    # the blend alone would pass a joint's velocity_max
+    blend_s: float = 0.15
+    replan_error: float = 0.5            # rad: re-plan from the measured state above this error
+    settle_tolerance: float = 0.03       # rad: a trajectory sub-task is done when settled this close
+    idle_hold: bool = True               # after a task completes, hold the pose (else zero effort)
+
+
+@dataclass
+class SafetyParams:
+    """Monitors, derating, fail-safe, watchdogs and the proximity interrupt."""
+    grip_force_threshold: float = 15.0
+    grip_dwell_s: float = 0.2
+    temperature_limit: float = 70.0
+    temperature_hysteresis: float = 5.0
+    derate_gain_scale: float = 0.6
+    derate_limit_scale: float = 0.5
+    confidence_abs_tol: float = 5.0
+    confidence_rel_tol: float = 0.5
+    confidence_dwell_ticks: int = 50
+    low_confidence_limit_scale: float = 0.7
+    failsafe_clamp_persist_s: float = 0.25
+    failsafe_ramp_s: float = 0.2
+    state_timeout_s: float = 0.1
     # no valid decision for this long while a task runs (reasoning node lost): fail-safe hold until
     # the next decision; 0 disables (scripted use without a reasoning node)
-    "decision_timeout_s": 0.0,
+    decision_timeout_s: float = 5.0
     # a decision stamped s starts at the first tick after s + this (sim s; 0: the next tick). A
     # lockstepped sim that simulates while the next decision is computed sets it to the lag it allows
-    "decision_delay_s": 0.0,
-    "person_distance": 0.6,
-    "person_stop_distance": 0.3,
-    "proximity_hysteresis": 0.1,
-    "proximity_timeout_s": 1.0,
-    "slip_ratio": 1.8,
-    "slip_min_weight": 0.1,
-    "slip_speed_tau": 1.0,
-    "id_share": 0.1,
-    "encoder_weights_file": "",
-    "task_capacity": 512,
-    # level 1 as a scene lookup (variants.py): prototypes, camera freshness, the shared task layer
-    "scene_keys_file": "",               # "" = config/scene_keys.yaml of this workspace
-    "vision_timeout_s": 0.5,             # an older camera frame is no frame: the first variant runs
-    "task_store": "",                    # SQLite file shared by routers ("" = this router only)
-    "task_store_poll_s": 0.5,
-    "task_isolation": True,              # false: robots sharing the store use each other's entries
-    "vision_source": "camera",           # router node: camera (depth image -> CNN) | features | none
-    "camera_topic": "camera/depth/image_raw",
-    "depth_cnn_weights_file": "",        # "" = action_router/data/depth_cnn_v1.npz
-    "learn_below": 0.95,
-    "miss_confirmations": 3,
-    "confirm_window_s": 30.0,
-    "subtasks_file": "",
-    "intents_file": "",
-}
+    decision_delay_s: float = 0.0
+    person_distance: float = 0.6
+    person_stop_distance: float = 0.3
+    proximity_hysteresis: float = 0.1
+    proximity_timeout_s: float = 1.0
+    slip_ratio: float = 1.8
+    slip_min_weight: float = 0.1
+    slip_speed_tau: float = 1.0
+
+
+@dataclass
+class TaskLayerParams:
+    """Level 1: the key encoder, the task layer, the scene lookup (variants.py), the shared store."""
+    id_share: float = 0.1
+    encoder_weights_file: str = ""
+    task_capacity: int = 512
+    scene_keys_file: str = ""            # "" = config/scene_keys.yaml of this workspace
+    vision_timeout_s: float = 0.5        # an older camera frame is no frame: the first variant runs
+    task_store: str = ""                 # SQLite file shared by routers ("" = this router only)
+    task_store_poll_s: float = 0.5
+    task_isolation: bool = True          # false: robots sharing the store use each other's entries
+    learn_below: float = 0.95
+    miss_confirmations: int = 3
+    confirm_window_s: float = 30.0
+    subtasks_file: str = ""              # "" = config/router_subtasks.yaml of this workspace
+    intents_file: str = ""               # "" = config/intents.yaml of this workspace
+
+
+@dataclass
+class RouterParams:
+    """Every fixed-name parameter of the router node, with its one default. Parameters named at run
+    time (zones.<zone>.*, the robot description's joints, limits and gains.<joint>.*) are not here."""
+    node: NodeParams = dataclasses.field(default_factory=NodeParams)
+    zone: str = "corridor"
+    go_to_pose: GoToPoseParams = dataclasses.field(default_factory=GoToPoseParams)
+    scene: SceneParams = dataclasses.field(default_factory=SceneParams)
+    motion: MotionParams = dataclasses.field(default_factory=MotionParams)
+    safety: SafetyParams = dataclasses.field(default_factory=SafetyParams)
+    task_layer: TaskLayerParams = dataclasses.field(default_factory=TaskLayerParams)
+
+
+def flat_parameters(params: Any) -> Dict[str, Any]:
+    """{parameter name: value} of a params dataclass, nested groups flattened (their fields keep
+    their own names: the node's parameters are one flat list)."""
+    out: Dict[str, Any] = {}
+    for f in dataclasses.fields(params):
+        value = getattr(params, f.name)
+        if dataclasses.is_dataclass(value):
+            out.update(flat_parameters(value))
+        else:
+            out[f.name] = value
+    return out
+
+
+def default_parameters() -> Dict[str, Any]:
+    """The flat defaults of every parameter not taken from the robot description."""
+    return {**flat_parameters(RouterParams()), **zone_parameters(DEFAULT_ZONES)}
+
 
 def robot_description(overrides: Optional[Mapping[str, Any]] = None) -> RobotDescription:
     path = expand_path(str((overrides or {}).get("robot_description_file") or ""))
@@ -180,12 +237,24 @@ def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
     """Defaults <- overrides (flat parameter names) <- config files; validated."""
     overrides = dict(overrides or {})
     described = description_defaults(robot_description(overrides))
-    params = dict(DEFAULTS)
+    params = default_parameters()
     if isinstance(overrides.get("zones"), Mapping):    # a nested zone map replaces the default zones
         params = without_zone_parameters(params)
         params.update(zone_parameters(overrides.pop("zones")))
     params.update({k: v for k, v in described.items() if not k.startswith("gains.")})
     params.update({k: v for k, v in overrides.items() if not k.startswith("gains.")})
+    joints = check_joint_parameters(params)
+    zones = parse_zones(params)
+    check_rates(params)
+    gain_params = gain_parameters(joints, described, params)
+    gain_params.update({k: v for k, v in overrides.items() if k.startswith("gains.")})
+    gains = gains_from_params(joints, gain_params)
+    params.update(gain_params)
+    return load_task_files(params, joints, gains, zones)
+
+
+def check_joint_parameters(params: Dict[str, Any]) -> List[str]:
+    """The joint names; the per-joint limits checked and made float lists in ``params``."""
     joints = [str(j) for j in params["joints"]]
     if not joints or len(set(joints)) != len(joints):
         raise ValueError("joints must be a non-empty list of distinct names")
@@ -199,7 +268,10 @@ def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
         raise ValueError("position_min must be below position_max")
     if any(v <= 0 for v in params["velocity_max"]) or any(v <= 0 for v in params["effort_max"]):
         raise ValueError("velocity_max and effort_max must be > 0")
-    zones = parse_zones(params)
+    return joints
+
+
+def check_rates(params: Mapping[str, Any]) -> None:
     if not float(params["control_hz"]) > 0 or not float(params["key_hz"]) > 0:
         raise ValueError("control_hz and key_hz must be > 0")
     if str(params["tick_source"]) not in TICK_SOURCES:
@@ -208,13 +280,42 @@ def make_config(overrides: Optional[Mapping[str, Any]] = None) -> RouterConfig:
         raise ValueError(f"decision_delay_s must be >= 0 and finite, got {params['decision_delay_s']!r}")
     if int(params["samples"]) < 2 or not float(params["horizon_s"]) > 0:
         raise ValueError("samples >= 2 and horizon_s > 0")
-    gain_params = {f"gains.{j}.{k}": v for j in joints for k, v in GAIN_DEFAULTS.items()}   # undescribed joints
-    gain_params.update({f"gains.{j}.{name}": float(params[name]) for j in joints
-                        for name in ("derivative_filter_time_constant", "error_filter_time_constant")})
-    gain_params.update({k: v for k, v in described.items() if k.startswith("gains.") and k.split(".")[1] in joints})
-    gain_params.update({k: v for k, v in overrides.items() if k.startswith("gains.")})
-    gains = gains_from_params(joints, gain_params)
-    params.update(gain_params)
+
+
+def gain_parameters(joints: Sequence[str], described: Mapping[str, Any],
+                    filters: Mapping[str, Any]) -> Dict[str, Any]:
+    """Every ``gains.<joint>.<name>`` of ``joints`` with its default: control_toolbox's (``Gains``),
+    the robot description's defaults (``GAIN_DEFAULTS``, for joints it does not describe), the
+    router-wide filter time constants in ``filters``, then the joint's own description."""
+    base = {name: getattr(Gains(), name) for name in PARAM_NAMES}
+    base.update(GAIN_DEFAULTS)
+    base.update({name: float(filters[name]) for name in GAIN_FILTERS})
+    out = {f"{GAIN_PREFIX}{j}.{k}": v for j in joints for k, v in base.items()}
+    out.update({k: v for k, v in described.items() if k.startswith(GAIN_PREFIX) and k.split(".")[1] in joints})
+    return out
+
+
+def updated_gains(joints: Sequence[str], current: Mapping[str, Any], changes: Mapping[str, Any]) -> Dict[str, Gains]:
+    """The gains of every joint once ``changes`` (``gains.<joint>.<name>``) apply to the ``current``
+    gain parameters; ValueError naming the parameter where a change is refused (not a gain, not a
+    number, not finite, clamps out of order, an unknown anti-windup strategy)."""
+    for name, value in changes.items():
+        joint, _, key = name[len(GAIN_PREFIX):].rpartition(".")
+        if not name.startswith(GAIN_PREFIX) or joint not in joints or key not in PARAM_NAMES:
+            raise ValueError(f"{name}: only gains.<joint>.<{'|'.join(PARAM_NAMES)}> change while the router runs")
+        if key == "antiwindup_strategy":
+            if not isinstance(value, str):
+                raise ValueError(f"{name} must be a string, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{name} must be a number, got {value!r}")
+    merged = {k: v for k, v in current.items() if k.startswith(GAIN_PREFIX)}
+    merged.update(changes)
+    return gains_from_params(joints, merged)
+
+
+def load_task_files(params: Dict[str, Any], joints: List[str], gains: Dict[str, Gains],
+                    zones: Dict[str, Zone]) -> RouterConfig:
+    """The sub-task, intent and scene-key files the parameters name, checked against each other."""
     cfg_dir = config_dir()
     sub_path = Path(expand_path(params["subtasks_file"]) or cfg_dir / "router_subtasks.yaml")
     int_path = Path(expand_path(params["intents_file"]) or cfg_dir / "intents.yaml")

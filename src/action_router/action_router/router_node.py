@@ -16,6 +16,9 @@ each decision received and on the tick the task state changes; stamped with the 
 ``command_stamp: state``),
 ``cmd_vel`` (Twist, on change and at least at 50 Hz), ``decision_request`` and ``sound``
 (std_msgs/String).
+
+Parameters (router_parameters.py): ``RouterParams`` and the robot description's, read-only; the PID
+gains ``gains.<joint>.*`` change while the node runs (``ros2 param set``), applied from the next tick.
 """
 from __future__ import annotations
 
@@ -31,73 +34,60 @@ from rclpy.executors import Executor, MultiThreadedExecutor, SingleThreadedExecu
 from rclpy.lifecycle import LifecycleNode, State, TransitionCallbackReturn
 
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import Twist
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray, Header, String
+from std_msgs.msg import Header
 
 from csr_llm_common.ros import qos
 from csr_llm_common.ros.intent_args import arguments_to_dict
 from csr_llm_common.ros.node import run_lifecycle_node, stamp_or_now
 from csr_llm_common.realtime import pin_threads, raise_priority
-from csr_llm_common.ros.params import declare_all, parameter_values
+from csr_llm_common.ros.params import parameter_values
 from csr_llm_common.ros.spin import take_waiting
 from csr_llm_common.ros.stamps import stamp_to_sec
-from csr_llm_msgs.msg import Decision, MotorCommand, RouterStatus
+from csr_llm_msgs.msg import Decision
 
 from .camera_features import CameraFeatures
 from .outputs import Command, task_state
-from .params import DEFAULTS, description_defaults, make_config, robot_description
+from .params import make_config
+from .pid import Gains
 from .router import Router
-from .router_messages import motor_command_message, router_status_message
+from .router_messages import router_status_message
+from .router_parameters import RouterParameters
+from .router_publishers import RouterPublishers
 from .router_sensors import RouterSensors
-from .zones import DEFAULT_ZONES, PREFIX as ZONE_PREFIX
+from .tick_schedule import LoopRate, TickSchedule
 
-
-def declare_extra_zones(node: LifecycleNode) -> None:
-    """Declare zones.<zone>.threshold/.goal for zones named in ``zone_names`` beyond the defaults
-    (the nav2 plugin pattern: a list of names, then parameters per name), so a zone added in a
-    params file is read and checked. Without a value they stay unset and configure names them."""
-    names = [str(n) for n in node.declare_parameter("zone_names", list(DEFAULT_ZONES)).value]
-    declare_all(node, {f"{ZONE_PREFIX}{zone}.{key}": None for zone in names if zone not in DEFAULT_ZONES
-                       for key in ("threshold", "goal")})
+VISION_SOURCES = ("camera", "features", "none")
 
 
 class RouterNode(LifecycleNode):
     def __init__(self, node_name: str = "action_router", **kwargs):
-        self._tick_on_state = self._timer_fills_gaps = self._stamp_with_state = self._take_before_tick = False
-        self._period, self._last_tick = 0.001, 0.0
         super().__init__(node_name, **kwargs)
-        declare_all(self, DEFAULTS)
-        # joints, limits and gains default to the robot description (the simulator's too)
-        declare_all(self, description_defaults(robot_description(
-            {"robot_description_file": self.get_parameter("robot_description_file").value})))
-        declare_extra_zones(self)
+        self._lock = threading.Lock()
+        self.router: Optional[Router] = None
+        self.parameters = RouterParameters(self, self._apply_gains)
+        settings = self.parameters.values.node
+        self._stamp_with_state = settings.command_stamp == "state"
         # before the spin thread and the camera's child process exist: they inherit the CPUs
-        placed = pin_threads(str(self.get_parameter("cpu_affinity").value))
+        placed = pin_threads(settings.cpu_affinity)
         if placed:
             self.get_logger().info(placed)
-        self._priority_pending = int(self.get_parameter("control_priority").value)
-        self.router: Optional[Router] = None
-        self._lock = threading.Lock()
+        self._priority_pending = settings.control_priority
         self._active = False
         self._control_group = MutuallyExclusiveCallbackGroup()
         self._sensor_group = MutuallyExclusiveCallbackGroup()
         self._status_group = MutuallyExclusiveCallbackGroup()
         self._subs: List[Any] = []
         self._samples: List[Any] = []
-        self._pubs: Dict[str, Any] = {}
+        self.outputs: Optional[RouterPublishers] = None
         self._control_timer = None
         self._aux_timers: List[Any] = []
         self._cancelled_timers: List[Any] = []
-        self._loop_hz = 0.0
+        self.schedule: Optional[TickSchedule] = None     # set at activate (configure checks its rates)
+        self.loop_rate = LoopRate(time.monotonic())
         self._last_decision_id = -1
         self._last_command_stamp: Optional[Time] = None
         self._reported_task: Optional[tuple] = None     # the task state the last status reported
-        self._key_period, self._next_key_time, self._last_state_tick = 0.02, -math.inf, -math.inf
-        self._loop_window_start = 0.0
-        self._loop_window_ticks = 0
-        self._last_twist = (math.nan, math.nan)
-        self._last_twist_time = 0.0
         self._logged_inactive = False
         self._camera: Optional[CameraFeatures] = None
         # the newest tick's command and its state time: a simulator hosting this node in its process
@@ -116,8 +106,15 @@ class RouterNode(LifecycleNode):
         the /clock message's arrival; otherwise, and for an unstamped message, on the node clock."""
         return stamp_or_now(self, header if self._stamp_with_state else None)
 
+    def _apply_gains(self, gains: Dict[str, Gains]) -> None:
+        """A live change of gains.<joint>.*: the running PID takes it from its next tick."""
+        with self._lock:
+            if self.router is not None:
+                self.router.execution.set_nominal_gains([gains[j] for j in self.router.joints])
+        self.get_logger().info("PID gains changed")
+
     def maybe_autostart(self) -> None:
-        if bool(self.get_parameter("autostart").value):
+        if self.parameters.values.node.autostart:
             if self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
                 self.trigger_activate()
 
@@ -138,86 +135,58 @@ class RouterNode(LifecycleNode):
 
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state: State) -> TransitionCallbackReturn:
+        settings = self.parameters.values.node
         try:
+            if settings.vision_source not in VISION_SOURCES:
+                raise ValueError(f"vision_source must be camera, features or none, got {settings.vision_source!r}")
             cfg = make_config(parameter_values(self))
             log = self.get_logger()
-            self.router = Router(cfg, auto_key=False, fault_report=lambda line: log.warning(line),
-                                 info_report=lambda text: log.info(text), namespace=self.get_namespace())
-            source = str(cfg["vision_source"])
-            if source not in ("camera", "features", "none"):
-                raise ValueError(f"vision_source must be camera, features or none, got {source!r}")
-            router = self.router
-            self._camera = CameraFeatures(lambda f, t: router.set_vision(f, t), str(cfg["depth_cnn_weights_file"]),
-                                          inline=str(cfg["command_stamp"]) == "state") \
-                if source == "camera" else None
+            self.router = router = Router(cfg, auto_key=False, fault_report=lambda line: log.warning(line),
+                                          info_report=lambda text: log.info(text), namespace=self.get_namespace())
+            self._camera = CameraFeatures(lambda f, t: router.set_vision(f, t), settings.depth_cnn_weights_file,
+                                          inline=self._stamp_with_state) \
+                if settings.vision_source == "camera" else None
         except (ValueError, OSError, KeyError) as exc:
             self.get_logger().error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE
-        r = self.router
-        self._stamp_with_state = str(cfg["command_stamp"]) == "state"
         controller = str(cfg["controller_name"]).strip("/") or "arm_controller"
-        reliable = qos.COMMANDS
-        self._pubs = {
-            "effort": self.create_lifecycle_publisher(Float64MultiArray, f"{controller}/commands", reliable,
-                                                      event_callbacks=qos.quiet_publisher()),
-            "motor": self.create_lifecycle_publisher(MotorCommand, "motor_command", reliable,
-                                                     event_callbacks=qos.quiet_publisher()),
-            "status": self.create_lifecycle_publisher(RouterStatus, "router_status", qos.ROUTER_STATUS,
-                                                      event_callbacks=qos.quiet_publisher()),
-            "cmd_vel": self.create_lifecycle_publisher(Twist, "cmd_vel", reliable,
-                                                       event_callbacks=qos.quiet_publisher()),
-            "request": self.create_lifecycle_publisher(String, "decision_request", reliable,
-                                                       event_callbacks=qos.quiet_publisher()),
-            "sound": self.create_lifecycle_publisher(String, "sound", reliable, event_callbacks=qos.quiet_publisher()),
-        }
-        self._subs = self._sensors.subscribe(self, self._sensor_group, source, str(cfg["camera_topic"]),
-                                             self._on_decision)
+        self.outputs = RouterPublishers(self, controller, router.joints)
+        self._subs = self._sensors.subscribe(self, self._sensor_group, settings.vision_source,
+                                             settings.camera_topic, self._on_decision)
         # created last: a state that is ready together with other sensors' samples or a decision
         # (one executor wait) ticks after them, as it does when they arrived first
         self._samples = [s for s in self._subs if s.msg_type is not Decision]   # taken before a lockstepped tick
         self._subs.append(self.create_subscription(JointState, "joint_states", self._on_joint_state, qos.LATEST,
                                                    callback_group=self._sensor_group))
-        self._effort_msg = Float64MultiArray()
-        self._motor_msg = MotorCommand(joint_names=list(r.joints))
+        r = router
         self.get_logger().info(
-            f"configured: joints={r.joints}, control_hz={cfg['control_hz']}, zone={r.zone} "
+            f"configured: joints={r.joints}, control_hz={settings.control_hz}, zone={r.zone} "
             f"(threshold {r.threshold:.2f}), cache={'on' if r.cache_enabled else 'off'}, "
-            f"{r.level1.task_layer.count} seeded task-layer keys, robot {r.robot_id}, vision {source}, "
-            f"task store {cfg['task_store'] or 'off'}, commands on {controller}/commands")
+            f"{r.level1.task_layer.count} seeded task-layer keys, robot {r.robot_id}, vision {settings.vision_source}, "
+            f"task store {self.parameters.values.task_layer.task_store or 'off'}, commands on {controller}/commands")
         return super().on_configure(state)
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         ret = super().on_activate(state)
-        r = self.router
-        hz = float(r.cfg["control_hz"])
+        settings = self.parameters.values.node
         with self._lock:
             self._active = True
-            self._loop_window_start = time.monotonic()
-            self._loop_window_ticks = 0
-        source = str(r.cfg["tick_source"])
-        self._tick_on_state, self._timer_fills_gaps = source != "timer", source == "state_or_timer"
-        # one tick per state, the same in every run (lockstep): a tick first takes every sample sent
-        # before its state; where the timer may tick too, no run repeats another and the tick is not held
-        self._take_before_tick = source == "joint_states"
-        self._period = 1.0 / hz
-        # what exists now lives as long as the node: out of the collector's reach (a full collection ~7 ms -> us)
+            self.loop_rate.restart(time.monotonic())
+        self.schedule = schedule = TickSchedule(settings.tick_source, settings.control_hz, settings.key_hz)
+        # what exists now lives as long as the node: out of the collector's reach, so no full
+        # collection walks it during a tick
         gc.collect()
         gc.freeze()
-        if source != "joint_states":
-            self._control_timer = self.create_timer(self._period, self._on_control_timer,
+        if schedule.uses_timer:
+            self._control_timer = self.create_timer(schedule.period, self._on_control_timer,
                                                     callback_group=self._control_group)
-        self._key_period, self._next_key_time = 1.0 / float(r.cfg["key_hz"]), -math.inf
-        self._last_state_tick = -math.inf
         self._last_command_stamp, self._reported_task = None, None
-        self._aux_timers = [self.create_timer(1.0 / float(r.cfg["status_hz"]), self._on_status,
+        self._aux_timers = [self.create_timer(1.0 / settings.status_hz, self._on_status,
                                               callback_group=self._status_group)]
         if not self._stamp_with_state:      # on the state's time base the ticks update the key
-            self._aux_timers.append(self.create_timer(self._key_period, self._on_key,
+            self._aux_timers.append(self.create_timer(schedule.key_period, self._on_key,
                                                       callback_group=self._sensor_group))
-        how = {"joint_states": "", "state_or_timer": ": a tick on every joint_states message, the timer's where none "
-                                                      "came for a period"}.get(source, "")
-        self.get_logger().info(f"active: control loop at {hz:g} Hz{how}" if source != "joint_states"
-                               else "active: control ticks on every joint_states message")
+        self.get_logger().info(f"active: {schedule.describe()}")
         self._on_status()   # said at once: a lockstepped simulator or player waits for this before its first state
         return ret
 
@@ -270,50 +239,37 @@ class RouterNode(LifecycleNode):
         for s in self._subs:
             self.destroy_subscription(s)
         self._subs, self._samples = [], []
-        for p in self._pubs.values():
-            self.destroy_lifecycle_publisher(p)
-        self._pubs = {}
+        if self.outputs is not None:
+            self.outputs.destroy(self)
+        self.outputs = None
         self.router = None
 
     # ------------------------------------------------------------------ control loop
     def _publish_zero(self) -> None:
-        r = self.router
-        if r is None or not self._pubs:
+        r, out = self.router, self.outputs
+        if r is None or out is None:
             return
         r.zero_output()
-        self._effort_msg.data = [0.0] * r.n
-        self._pubs["effort"].publish(self._effort_msg)
-        m = self._motor_msg
-        m.header.stamp = self.get_clock().now().to_msg()
-        m.effort = [0.0] * r.n
-        m.effort_limit = r.command.effort_limit.tolist()
-        m.clamped = [False] * r.n
-        m.execution_state = MotorCommand.EXEC_STOPPED
-        m.source = MotorCommand.SOURCE_NONE
-        m.sub_task = ""
-        self._pubs["motor"].publish(m)
-        self._pubs["cmd_vel"].publish(Twist())
-        self._last_twist = (0.0, 0.0)
+        out.zero(r.command.effort_limit.tolist(), self.get_clock().now().to_msg())
 
     def _on_control_timer(self) -> None:   # state_or_timer: only gaps (a state timeout still ramps to a stop)
-        if self._timer_fills_gaps and time.monotonic() - self._last_tick < self._period:
-            return
-        self._on_control()
+        schedule = self.schedule
+        if schedule is not None and schedule.timer_due(time.monotonic()):
+            self._on_control()
 
     def _on_control(self, state_time: Optional[float] = None) -> None:
         if self._priority_pending:      # in the thread that runs the loop: the executor's
             self.get_logger().info(raise_priority(self._priority_pending, "router control thread"))
             self._priority_pending = 0
         with self._lock:
-            if not self._active or self.router is None:
+            r, out, schedule = self.router, self.outputs, self.schedule
+            if not self._active or r is None or out is None or schedule is None:
                 return
-            r = self.router
             now = self._now() if state_time is None else state_time
-            self._last_tick = time.monotonic()
+            schedule.ticked(time.monotonic())
             cmd = r.tick(now)
             self.last_command, self.last_tick_time = cmd, now
-            self._effort_msg.data = cmd.effort.tolist()
-            self._pubs["effort"].publish(self._effort_msg)
+            out.effort(cmd)
             if self._stamp_with_state:
                 stamp = Time(sec=cmd.state_stamp[0], nanosec=cmd.state_stamp[1])
             else:
@@ -323,27 +279,10 @@ class RouterNode(LifecycleNode):
             if task != self._reported_task:     # on the tick it changes, before the command it explains
                 self._reported_task = task
                 self._on_status()
-            self._pubs["motor"].publish(motor_command_message(cmd, self._motor_msg, stamp))
-            twist = (cmd.base_vx, cmd.base_wz)
-            if twist != self._last_twist or now - self._last_twist_time >= 0.02:
-                t = Twist()
-                t.linear.x, t.angular.z = twist
-                self._pubs["cmd_vel"].publish(t)
-                self._last_twist, self._last_twist_time = twist, now
-            for reason in cmd.requests:
-                self._pubs["request"].publish(String(data=reason))
-            for sound in cmd.sounds:
-                self._pubs["sound"].publish(String(data=sound))
-            if self._stamp_with_state and now >= self._next_key_time:     # after the command: off its latency
+            out.rest_of_command(cmd, stamp, now)
+            if self._stamp_with_state and schedule.key_due(now):     # after the command: off its latency
                 r.update_key(now)
-                # on a fixed grid of state time, not from the first tick: the same ticks update it in every run
-                self._next_key_time = (math.floor(now / self._key_period + 1e-6) + 1) * self._key_period
-            self._loop_window_ticks += 1
-            mono = time.monotonic()
-            if mono - self._loop_window_start >= 1.0:
-                self._loop_hz = self._loop_window_ticks / (mono - self._loop_window_start)
-                self._loop_window_start = mono
-                self._loop_window_ticks = 0
+            self.loop_rate.tick(time.monotonic())
 
     def _on_key(self) -> None:
         r = self.router
@@ -351,33 +290,34 @@ class RouterNode(LifecycleNode):
             r.update_key(self._now())
 
     def _on_status(self) -> None:
-        r = self.router
-        if not self._active or r is None:
+        r, out = self.router, self.outputs
+        if not self._active or r is None or out is None:
             return
         # on the state's time base, stamped with the last tick's state: a reader can tell which
         # ticks a report covers (router_status_at_stamp), whenever it arrives
         stamp = self._last_command_stamp if self._stamp_with_state and self._last_command_stamp is not None \
             else self.get_clock().now().to_msg()
-        self._pubs["status"].publish(router_status_message(r.status(), stamp, self._loop_hz, self._last_decision_id))
+        out.status(router_status_message(r.status(), stamp, self.loop_rate.hz, self._last_decision_id))
 
     # ------------------------------------------------------------------ subscriptions
     def _on_joint_state(self, msg: JointState) -> None:
         r = self.router
-        if r is not None:
-            t = self._sensor_time(msg.header)
-            r.set_joint_state(msg.name, msg.position, msg.velocity, msg.effort, t,
-                              (msg.header.stamp.sec, msg.header.stamp.nanosec))
-            if not self._tick_on_state:
+        if r is None:
+            return
+        t = self._sensor_time(msg.header)
+        r.set_joint_state(msg.name, msg.position, msg.velocity, msg.effort, t,
+                          (msg.header.stamp.sec, msg.header.stamp.nanosec))
+        schedule = self.schedule
+        if schedule is None or not schedule.tick_on_state:
+            return
+        if self._stamp_with_state:
+            if not schedule.new_state(t):   # re-sent (a sim paused at a boundary) or older: no new period
                 return
-            if self._stamp_with_state:
-                if t <= self._last_state_tick:   # re-sent (a sim paused at a boundary) or older: no new period
-                    return
-                self._last_state_tick = t
-                if self._take_before_tick:
-                    take_waiting(self._samples)  # every sample sent before this state, in every run
-            self._on_control(t if self._stamp_with_state else None)   # each tick sees exactly this state
-            if self._timer_fills_gaps and self._control_timer is not None:
-                self._control_timer.reset()     # re-armed: fires only after a period without a state
+            if schedule.take_before_tick:
+                take_waiting(self._samples)  # every sample sent before this state, in every run
+        self._on_control(t if self._stamp_with_state else None)   # each tick sees exactly this state
+        if schedule.timer_fills_gaps and self._control_timer is not None:
+            self._control_timer.reset()     # re-armed: fires only after a period without a state
 
     def _on_decision(self, msg: Decision) -> None:
         r = self.router
@@ -398,7 +338,7 @@ class RouterNode(LifecycleNode):
 def _executor(node: RouterNode) -> Executor:
     # Python callbacks share the GIL, so extra executor threads add dispatch cost, not parallelism;
     # the control timer keeps its own callback group either way.
-    if str(node.get_parameter("executor").value) == "multi":
+    if node.parameters.values.node.executor == "multi":
         return MultiThreadedExecutor(num_threads=3)
     return SingleThreadedExecutor()
 

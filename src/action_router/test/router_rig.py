@@ -19,7 +19,8 @@ def fault_kind(line: str) -> str:
 
 class Rig:
     def __init__(self, faults=None, infos=None, plant=True, base=False, **overrides):
-        self.cfg = make_config(overrides)
+        # scripted decisions, no reasoning node: the decision watchdog is off unless a test sets it
+        self.cfg = make_config({"decision_timeout_s": 0.0, **overrides})
         self.faults = [] if faults is None else faults
         self.infos = [] if infos is None else infos
         self.router = Router(self.cfg, fault_report=lambda line: self.faults.append((fault_kind(line), line)),

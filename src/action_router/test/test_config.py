@@ -132,3 +132,66 @@ def test_an_unknown_tick_source_is_refused():
     with pytest.raises(ValueError, match="tick_source"):
         make_config({"tick_source": "sometimes"})
     assert make_config({"tick_source": "state_or_timer"})["tick_source"] == "state_or_timer"
+
+
+def test_router_params_hold_one_default_per_flat_parameter_name():
+    import dataclasses
+    from action_router.params import RouterParams, default_parameters, flat_parameters
+
+    def leaves(params):
+        for f in dataclasses.fields(params):
+            value = getattr(params, f.name)
+            yield from leaves(value) if dataclasses.is_dataclass(value) else [f.name]
+    names = list(leaves(RouterParams()))
+    assert len(names) == len(set(names))               # nested groups flatten without collisions
+    flat = flat_parameters(RouterParams())
+    assert sorted(flat) == sorted(names)
+    cfg = make_config()
+    assert all(cfg[name] == value for name, value in default_parameters().items())
+    assert cfg["blend_s"] == 0.15
+
+
+def test_the_shipped_parameter_file_keeps_the_code_defaults_of_the_decision_watchdog_and_filters():
+    shipped = yaml.safe_load((config_dir() / "action_router.yaml").read_text())["/**"]["ros__parameters"]
+    cfg = make_config()
+    assert cfg["decision_timeout_s"] == 5.0 and "decision_timeout_s" not in shipped
+    assert "derivative_filter_time_constant" not in shipped
+
+
+def test_every_joint_gets_every_control_toolbox_gain_name():
+    from action_router.params import gain_parameters
+    from action_router.pid import PARAM_NAMES
+    cfg = make_config({"joints": ["arm_elbow", "extra"], "position_min": [-1.0, -1.0],
+                       "position_max": [1.0, 1.0], "velocity_max": [1.0, 1.0], "effort_max": [1.0, 1.0]})
+    gains = gain_parameters(cfg.joints, {"gains.arm_elbow.p": 7.0, "gains.other.p": 1.0}, cfg.params)
+    assert sorted(gains) == sorted(f"gains.{j}.{k}" for j in ("arm_elbow", "extra") for k in PARAM_NAMES)
+    assert gains["gains.arm_elbow.p"] == 7.0 and gains["gains.extra.p"] == 50.0      # description, GAIN_DEFAULTS
+    assert gains["gains.extra.u_clamp_max"] == float("inf")                          # control_toolbox's
+    assert gains["gains.extra.derivative_filter_time_constant"] == cfg["derivative_filter_time_constant"]
+
+
+@pytest.mark.parametrize("changes, why", [
+    ({"gains.arm_elbow.p": float("nan")}, "finite"),
+    ({"gains.arm_elbow.i_clamp_min": 9.0}, "i_clamp_min > i_clamp_max"),
+    ({"gains.arm_elbow.u_clamp_min": 1.0, "gains.arm_elbow.u_clamp_max": -1.0}, "u_clamp_min > u_clamp_max"),
+    ({"gains.arm_elbow.p": "stiff"}, "must be a number"),
+    ({"gains.arm_elbow.p": True}, "must be a number"),
+    ({"gains.arm_elbow.antiwindup_strategy": "magic"}, "antiwindup_strategy"),
+    ({"gains.nobody.p": 1.0}, "only gains"),
+    ({"control_hz": 10.0}, "only gains"),
+])
+def test_a_live_gain_change_is_refused_with_the_reason(changes, why):
+    from action_router.params import updated_gains
+    cfg = make_config()
+    with pytest.raises(ValueError, match=why):
+        updated_gains(cfg.joints, cfg.params, changes)
+
+
+def test_a_live_gain_change_gives_the_gains_of_every_joint():
+    from action_router.params import updated_gains
+    cfg = make_config()
+    gains = updated_gains(cfg.joints, cfg.params, {"gains.arm_elbow.p": 12, "gains.arm_elbow.i_clamp_max": 2.0})
+    assert gains["arm_elbow"].p == 12.0 and gains["arm_elbow"].i_clamp_max == 2.0
+    assert gains["arm_elbow"].d == cfg.gains["arm_elbow"].d
+    assert {j: g for j, g in gains.items() if j != "arm_elbow"} == \
+        {j: g for j, g in cfg.gains.items() if j != "arm_elbow"}

@@ -4,8 +4,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
-from pathlib import Path
 
 import numpy as np
 from rclpy.clock import Clock, ClockType
@@ -17,10 +15,12 @@ from std_msgs.msg import String
 from csr_llm_common.faults import FaultLog
 from csr_llm_common.ros import qos as suite_qos
 from csr_llm_common.ros.node import run_node
+from csr_llm_common.ros.params import declare_dataclass
 from csr_llm_common.ros.qos import RECORDING_DEPTH
 from csr_llm_common.ros.stamps import stamp_to_sec
 
 from .bags import import_message_class, open_writer, ros_type_name, typestore
+from .recorder_config import RecorderConfig
 from .run_report import RunStats
 
 STATS_TOPICS = {"decision", "csr_status", "router_status", "motor_command", "joint_states", "events", "clock"}
@@ -29,12 +29,12 @@ STATS_TOPICS = {"decision", "csr_status", "router_status", "motor_command", "joi
 class RecorderNode(Node):
     def __init__(self, **kwargs):
         super().__init__("recorder", **kwargs)
-        run_dir = self.declare_parameter("run_dir", "").value
-        self.run_dir = Path(run_dir or f"build/runs/{time.strftime('%Y%m%d-%H%M%S')}").expanduser()
-        self.storage = self.declare_parameter("storage", "mcap").value
-        self.wanted = list(self.declare_parameter("topics", ["/clock", "joint_states", "decision"]).value)
-        self.status_period = float(self.declare_parameter("status_period", 1.0).value)
-        self.make_report = bool(self.declare_parameter("report", True).value)
+        config = declare_dataclass(self, RecorderConfig())
+        self.run_dir = config.run_directory()
+        self.storage = config.storage
+        self.wanted = list(config.topics)
+        self.status_period = config.status_period
+        self.make_report = config.report
         self.faults = FaultLog(self.get_logger().warning)
         self.stats = RunStats()
         self._lock = threading.Lock()
@@ -82,7 +82,7 @@ class RecorderNode(Node):
                 self.connections[name] = self.writer.add_connection(name, type_string, typestore=self.store)
                 self._types[name] = cls
             # QoS matched to the publishers above, so no incompatibility to warn about: no event handlers
-            # (suite_qos.quiet_subscription: they doubled the executor's CPU per message)
+            # (suite_qos.quiet_subscription: they cost executor CPU on every message)
             self._subs[name] = self.create_subscription(cls, name, lambda data, n=name: self._on_raw(n, data),
                                                         qos, raw=True, event_callbacks=suite_qos.quiet_subscription())
 

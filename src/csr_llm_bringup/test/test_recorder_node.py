@@ -31,3 +31,18 @@ def test_closing_the_recorder_ends_its_status_thread(tmp_path, capsys):
         time.sleep(0.2)
         assert "[status]" not in capsys.readouterr().out
     assert (tmp_path / "run" / "bag").exists()
+
+
+def test_the_recorder_declares_its_config_read_only(tmp_path):
+    from csr_llm_bringup.recorder_config import RecorderConfig
+    with spinning() as spinner:
+        recorder = spinner.create(RecorderNode, parameter_overrides=[
+            Parameter("run_dir", value=str(tmp_path / "run")), Parameter("status_period", value=0),
+            Parameter("report", value=False), Parameter("topics", value=["joint_states"])])
+        try:
+            assert recorder.status_period == 0.0 and recorder.wanted == ["joint_states"]
+            assert recorder.storage == RecorderConfig().storage
+            result = recorder.set_parameters([Parameter("storage", value="sqlite3")])[0]
+            assert not result.successful and "read-only" in result.reason
+        finally:
+            recorder.close()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 KIND_EVENT = 0
 KIND_CONTINUOUS = 1
@@ -54,13 +54,14 @@ DEFAULT_SOURCES: Dict[str, TopicSpec] = {
 
 @dataclass
 class AggregatorConfig:
-    """The aggregator node's parameters; the node declares them from these defaults.
+    """The aggregator node's parameters, one default each (the node declares them with
+    ``declare_dataclass``, all read-only).
 
     ``sources`` names the inputs; each name has its own parameters ``<name>.topic``,
-    ``<name>.type``, ``<name>.period`` and ``<name>.threshold`` (defaults from DEFAULT_SOURCES
-    for the names listed there; a new name needs at least ``<name>.type``).
+    ``<name>.type``, ``<name>.period`` and ``<name>.threshold`` (``source_parameters``: defaults
+    from DEFAULT_SOURCES for the names listed there; a new name needs at least ``<name>.type``).
     """
-    sources: Dict[str, TopicSpec] = field(default_factory=lambda: dict(DEFAULT_SOURCES))
+    sources: List[str] = field(default_factory=lambda: list(DEFAULT_SOURCES))
     max_event_chars: int = 300
     watermark_period: float = 0.5    # s of sample time between watermarks (0: none); match 1/decision_hz
     # sensors read reliably (a simulator or a bag player publishing reliable: lossless, so a
@@ -81,8 +82,29 @@ class AggregatorConfig:
     # the burst window without watermarks (s); with watermarks it is the watermark window
     event_window: float = 0.5
 
-    def specs(self) -> List[TopicSpec]:
-        return list(self.sources.values())
+
+SOURCE_FIELDS = ("topic", "type", "period", "threshold")
+
+
+def source_parameters(names: Sequence[str]) -> Dict[str, Any]:
+    """``<name>.topic|type|period|threshold`` of every source name with its default."""
+    out: Dict[str, Any] = {}
+    for name in names:
+        base = DEFAULT_SOURCES.get(name, TopicSpec(name, "", 1.0, 0.0))
+        out.update({f"{name}.{key}": getattr(base, key) for key in SOURCE_FIELDS})
+    return out
+
+
+def topic_specs(names: Sequence[str], values: Mapping[str, Any]) -> List[TopicSpec]:
+    """The topics to aggregate from the flat ``<name>.<field>`` parameter values."""
+    specs = []
+    for name in names:
+        kind = str(values[f"{name}.type"])
+        if not kind:
+            raise ValueError(f"source {name!r}: set {name}.type (one of the aggregator's topic types)")
+        specs.append(TopicSpec(str(values[f"{name}.topic"]), kind, float(values[f"{name}.period"]),
+                               float(values[f"{name}.threshold"])))
+    return specs
 
 
 @dataclass

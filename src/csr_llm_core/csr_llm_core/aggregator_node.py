@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from typing import List, Tuple
 
 from rclpy.node import Node
 
@@ -14,11 +15,13 @@ from std_msgs.msg import String
 
 from csr_llm_msgs.msg import StateChunk
 
-from .aggregator import DEFAULT_SOURCES, Aggregator, AggregatorConfig, SampleError, TopicSpec
+from .aggregator import (Aggregator, AggregatorConfig, SampleError, TopicSpec, source_parameters,
+                         topic_specs)
 from csr_llm_common.faults import FaultLog
 from csr_llm_common.ros import qos
 from csr_llm_common.ros.geometry import yaw_from_quaternion
 from csr_llm_common.ros.node import run_node, stamp_or_now
+from csr_llm_common.ros.params import declare_all, declare_dataclass
 from csr_llm_common.ros.stamps import set_stamp
 
 MESSAGE_TYPES = {"joint_states": JointState, "imu": Imu, "odometry": Odometry, "temperature": Temperature,
@@ -44,37 +47,18 @@ def to_sample(kind: str, msg):
     raise ValueError(kind)
 
 
-def declare_config(node: Node) -> AggregatorConfig:
-    """AggregatorConfig from the node's parameters (declared here, defaults from the dataclass)."""
-    defaults = AggregatorConfig()
-    names = [str(n) for n in node.declare_parameter("sources", list(defaults.sources)).value]
-    sources = {}
-    for name in names:
-        base = DEFAULT_SOURCES.get(name, TopicSpec(name, "", 1.0, 0.0))
-        kind = str(node.declare_parameter(f"{name}.type", base.type).value)
-        if not kind:
-            raise ValueError(f"source {name!r}: set {name}.type (one of the aggregator's topic types)")
-        sources[name] = TopicSpec(str(node.declare_parameter(f"{name}.topic", base.topic).value), kind,
-                                  float(node.declare_parameter(f"{name}.period", base.period).value),
-                                  float(node.declare_parameter(f"{name}.threshold", base.threshold).value))
-    return AggregatorConfig(
-        sources=sources,
-        max_event_chars=int(node.declare_parameter("max_event_chars", defaults.max_event_chars).value),
-        watermark_period=float(node.declare_parameter("watermark_period", defaults.watermark_period).value),
-        reliable_sensors=bool(node.declare_parameter("reliable_sensors", defaults.reliable_sensors).value),
-        warmup_windows=int(node.declare_parameter("warmup_windows", defaults.warmup_windows).value),
-        future_tolerance_s=float(node.declare_parameter("future_tolerance_s", defaults.future_tolerance_s).value),
-        max_lag_s=float(node.declare_parameter("max_lag_s", defaults.max_lag_s).value),
-        max_events_per_window=int(node.declare_parameter("max_events_per_window",
-                                                         defaults.max_events_per_window).value),
-        event_window=float(node.declare_parameter("event_window", defaults.event_window).value))
+def declare_config(node: Node) -> Tuple[AggregatorConfig, List[TopicSpec]]:
+    """The node's parameters (all read-only), and the topics they name."""
+    config = declare_dataclass(node, AggregatorConfig())
+    sources = source_parameters(config.sources)
+    declare_all(node, sources)
+    return config, topic_specs(config.sources, {name: node.get_parameter(name).value for name in sources})
 
 
 class AggregatorNode(Node):
     def __init__(self, **kwargs):
         super().__init__("aggregator", **kwargs)
-        config = declare_config(self)
-        specs = config.specs()
+        config, specs = declare_config(self)
         self.aggregator = Aggregator(specs, max_event_chars=config.max_event_chars,
                                      watermark_period=config.watermark_period,
                                      future_tolerance_s=config.future_tolerance_s, max_lag_s=config.max_lag_s,

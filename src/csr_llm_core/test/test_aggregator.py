@@ -185,3 +185,17 @@ def test_without_watermarks_a_burst_is_flushed_by_the_next_window_in_order():
     out += agg.on_event("events", "next", 1.2)         # a new window: the burst first, then the event
     assert [c.coalesced for c in out] == [0, 0, 4, 0] and out[2].stamp == 0.0
     assert [c.seq for c in out] == [0, 1, 2, 3] and out[3].text == "[1.2s] events: next"
+
+
+def test_source_parameters_default_from_the_known_sources_and_a_new_one_needs_a_type():
+    from csr_llm_core.aggregator import DEFAULT_SOURCES, AggregatorConfig, source_parameters, topic_specs
+    names = AggregatorConfig().sources
+    values = source_parameters(names)
+    assert topic_specs(names, values) == list(DEFAULT_SOURCES.values())
+    values = source_parameters(["lidar_events"])
+    assert values == {"lidar_events.topic": "lidar_events", "lidar_events.type": "", "lidar_events.period": 1.0,
+                      "lidar_events.threshold": 0.0}
+    with pytest.raises(ValueError, match="lidar_events.type"):
+        topic_specs(["lidar_events"], values)
+    values["lidar_events.type"], values["lidar_events.period"] = "event", 2
+    assert topic_specs(["lidar_events"], values) == [TopicSpec("lidar_events", "event", 2.0, 0.0)]

@@ -200,7 +200,9 @@ def run_figures(r: Router, times: np.ndarray, jitter: Tuple[float, float], track
 
 
 def run_closed_loop(ticks: int, cache: bool, seed: int = 7, gain_scale: float = 1.0) -> dict:
-    cfg = make_config({"cache_enabled": cache, **(scaled_gains(gain_scale) if gain_scale != 1.0 else {})})
+    # scripted decisions, no reasoning node: the decision watchdog off
+    cfg = make_config({"cache_enabled": cache, "decision_timeout_s": 0.0,
+                       **(scaled_gains(gain_scale) if gain_scale != 1.0 else {})})
     r = Router(cfg)
     n = r.n
     dt = 1.0 / float(cfg["control_hz"])
