@@ -282,7 +282,6 @@ class Reasoner:
                     self._sync_primary(preempt=preempt)
                     return True
                 except Preempted:
-                    self.appender.preempted_pumps += 1
                     return False
                 except BackendUnavailable as err:
                     try:

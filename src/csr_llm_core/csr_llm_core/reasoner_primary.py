@@ -286,6 +286,7 @@ class PrimaryAppender:
             if next(batches) > 0:
                 self.append_batch_s += 0.3 * (now - last[0] - self.append_batch_s)
                 if preempt():
+                    self.preempted_pumps += 1
                     raise Preempted()
             last[0] = now
         return check
