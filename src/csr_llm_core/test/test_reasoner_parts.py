@@ -150,3 +150,75 @@ def test_the_checkpointer_saves_the_logical_state_and_refuses_a_foreign_one(tmp_
     with pytest.raises(StateFileError, match="another static head"):
         Checkpointer(view2, roles2, rebuilder2, LOG).restore(tmp_path)
     assert view2.state.tokens() == view.state.tokens()                # refused: the state as it was
+
+
+class Deciding(StandIn):
+    """A stand-in server that decides `hold_position` on whatever it holds, or fails when told to."""
+
+    def __init__(self, name, **kwargs):
+        super().__init__(name, **kwargs)
+        self.failing = False
+
+    def decide(self, suffix, grammar, grounded=None, context=""):
+        from csr_llm_common.catalogue import ParsedDecision
+        from csr_llm_core.engine import DecodeResult
+        if self.failing:
+            raise BackendUnavailable(f"{self.name}: connection refused")
+        return DecodeResult(ParsedDecision("hold_position"), [], [], "", 1.0, 1.0, len(self.tokens), len(suffix))
+
+
+def facade(catalogue, tmp_path, mode, **settings):
+    from csr_llm_core.lab.decision_eval import BASELINE_PROMPT
+    from csr_llm_core.prompt import PromptTemplate
+    from csr_llm_core.reasoner import Reasoner
+    template = PromptTemplate.from_mapping(BASELINE_PROMPT)
+    engines = [Deciding("R1", n_ctx=20000), Deciding("R2", n_ctx=20000)]
+    config = ReasonerConfig(mode=mode, tau_mem=3000, n_catchup=8, rebuild_batch=16, **settings)
+    return Reasoner(engines if mode == "asr" else engines[:1], catalogue, template, config,
+                    archive_path=tmp_path / "archive.jsonl", health=ResourceHealth(LOG, first_retry_s=60))
+
+
+@pytest.mark.parametrize("mode", ["asr", "sync"])
+def test_the_facade_streams_evicts_and_swaps_without_losing_a_chunk(catalogue, tmp_path, mode):
+    reasoner = facade(catalogue, tmp_path, mode)
+    try:
+        for seq in range(80):
+            reasoner.add_chunk(seq, f"[{seq}.0s] /joint_states: arm_elbow={seq / 100:.2f} rad\n" * 3)
+            reasoner.pump()
+            if seq % 5 == 0:
+                decision = reasoner.decide(running="open_door")
+                assert decision.result.decision.intent == "hold_position"
+                assert decision.prefix_tokens == len(reasoner.primary.tokens)
+        assert reasoner.wait_reconciled(timeout=10)
+        reasoner.pump()
+        status = reasoner.status()
+    finally:
+        assert reasoner.close()
+    archived = [row["seq"] for row in reasoner.state.archive.read() if row["status"] == "evicted"]
+    assert archived + [c.seq for c in reasoner.state.chunks] == list(range(80))
+    assert reasoner.primary.tokens == reasoner.state.tokens() and status["evictions"] >= 2
+    assert (status["swaps"] >= 1) == (mode == "asr") and status["last_chunk_seq"] == 79
+    assert status["primary_view_tokens"] == status["prefix_tokens"] == len(reasoner.state.tokens())
+
+
+def test_the_facade_fails_over_to_the_secondary_and_resyncs_it_from_the_logical_state(catalogue, tmp_path):
+    reasoner = facade(catalogue, tmp_path, "asr")
+    try:
+        for seq in range(5):
+            reasoner.add_chunk(seq, f"[{seq}.0s] /events: door {seq} closed")
+        reasoner.pump()
+        reasoner.primary.failing = True
+        decision = reasoner.decide()
+        assert decision.resource == "R2" and reasoner.secondary.name == "R1"
+        assert reasoner.pump() and reasoner.primary.tokens == reasoner.state.tokens()
+        status = reasoner.status()
+        assert status["failovers"] == 1 and status["down_resources"] == ["R1"] and status["primary_resource"] == "R2"
+        reasoner.primary.failing = True
+        with pytest.raises(NoResourceAvailable):
+            reasoner.decide()
+        assert reasoner.pump() is True            # nothing can hold the prefix: the logical state keeps it
+        assert reasoner.add_chunk(5, "[5.0s] /events: kept for later") == []     # no tokenizer answers
+        assert [c.seq for c in reasoner.state.chunks] == list(range(5))
+        assert reasoner.status()["untokenized_chunks"] == 1
+    finally:
+        reasoner.close()
