@@ -4,15 +4,12 @@ The engine keeps `tokens`, the ids whose keys/values are in the context's KV cac
 `extend` appends (in small batches, optionally pausing between them), `truncate` rolls back, and
 `sync` makes the cache equal a target list while reusing the longest common prefix. `decide`
 evaluates a suffix, runs the constrained decision grammar greedily, then rolls the cache back to
-the prefix, so suffixes never pollute it.
+the prefix, so suffixes never pollute it. Saved KV state files are kv_state_file.py's.
 """
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
-import json
-import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,17 +19,13 @@ import numpy as np
 
 from .backend import sync_cache
 from .grammar import DecisionGrammar, ParsedDecision
-from .model import load_llama, model_checksum, resolve_model_path
-
-STATE_MAGIC = b"CSRKV001"
+from .kv_state_file import STATE_MAGIC, StateFileError, tokens_digest  # noqa: F401 - part of this module's API
+from .kv_state_file import read_state_file, read_state_stamp, write_state_file
+from .model import load_llama, resolve_model_path
 
 
 class ContextFullError(RuntimeError):
     """The tokens to evaluate do not fit in the context window."""
-
-
-class StateFileError(RuntimeError):
-    """A saved KV state file is unreadable, truncated, or does not match this engine/state."""
 
 
 @dataclass
@@ -46,10 +39,6 @@ class DecodeResult:
     prefix_tokens: int         # cached prefix length the decision was made on
     suffix_tokens: int
     cached_tokens: int = -1    # prompt tokens served from the cache (-1: the resource did not say)
-
-
-def tokens_digest(tokens: Sequence[int]) -> str:
-    return hashlib.sha256(np.asarray(tokens, dtype=np.int32).tobytes()).hexdigest()
 
 
 class LlamaEngine:
@@ -292,69 +281,28 @@ class LlamaEngine:
     def healthy(self) -> bool:
         return True           # in this process: it fails only with the process
 
-    # --- saved state -----------------------------------------------------------------------
+    # --- saved state (kv_state_file.py) -----------------------------------------------------
     def save_state(self, path: Union[str, Path], *, state_version: int) -> dict:
         """Write the KV state, stamped with model checksum, state version and token list."""
         import llama_cpp
         size = llama_cpp.llama_state_get_size(self.llm._ctx.ctx)
         buffer = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_get_data(self.llm._ctx.ctx, buffer, size)
-        stamp = {"model_sha256": model_checksum(self.model_path), "state_version": int(state_version),
-                 "n_tokens": len(self.tokens), "tokens_sha256": tokens_digest(self.tokens), "n_ctx": self.n_ctx,
-                 "swa_window": self.n_swa, "data_sha256": hashlib.sha256(memoryview(buffer)[:written]).hexdigest()}
-        header = json.dumps(stamp).encode()
-        token_bytes = np.asarray(self.tokens, dtype=np.int32).tobytes()
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".part")
-        with open(partial, "wb") as handle:
-            handle.write(STATE_MAGIC + struct.pack("<IIQ", len(header), len(token_bytes), written))
-            handle.write(header)
-            handle.write(token_bytes)
-            handle.write(memoryview(buffer)[:written])
-        partial.replace(path)
-        return stamp
+        return write_state_file(path, memoryview(buffer)[:written], model_path=self.model_path, tokens=self.tokens,
+                                n_ctx=self.n_ctx, n_swa=self.n_swa, state_version=state_version)
 
     @staticmethod
     def read_state_stamp(path: Union[str, Path]) -> dict:
-        with open(path, "rb") as handle:
-            return _read_header(handle, path)[0]
+        return read_state_stamp(path)
 
     def load_state(self, path: Union[str, Path], *, state_version: int,
                    expected_tokens: Optional[Sequence[int]] = None) -> dict:
         """Restore a saved KV state; refuse it unless model, version and tokens all match."""
         import llama_cpp
-        path = Path(path)
-        try:
-            with open(path, "rb") as handle:
-                stamp, token_len, data_len = _read_header(handle, path)
-                token_bytes = handle.read(token_len)
-                data = handle.read(data_len)
-        except OSError as err:
-            raise StateFileError(f"saved state {path}: cannot be read ({err.strerror})") from err
-        if len(token_bytes) != token_len or len(data) != data_len:
-            raise StateFileError(f"saved state {path}: truncated ({len(data)} of {data_len} state bytes)")
-        tokens = np.frombuffer(token_bytes, dtype=np.int32).tolist()
-        problems = []
-        if stamp.get("model_sha256") != model_checksum(self.model_path):
-            problems.append("it was saved with another model")
-        if stamp.get("state_version") != state_version:
-            problems.append(f"it covers state version {stamp.get('state_version')}, expected {state_version}")
-        if stamp.get("n_tokens") != len(tokens) or stamp.get("tokens_sha256") != tokens_digest(tokens):
-            problems.append("its token list is inconsistent")
-        if expected_tokens is not None and list(expected_tokens) != tokens:
-            problems.append(f"it covers {len(tokens)} tokens that differ from the {len(expected_tokens)} expected")
-        if len(tokens) > self.n_ctx:
-            problems.append(f"it holds {len(tokens)} tokens, more than n_ctx={self.n_ctx}")
-        if stamp.get("swa_window", 0) != self.n_swa:    # llama.cpp loads it, and then decides on garbage
-            problems.append(f"its sliding-window cache keeps {stamp.get('swa_window', 0) or 'all'} positions, "
-                            f"this context {self.n_swa or 'all'} (swa_full differs)")
-        if stamp.get("data_sha256") != hashlib.sha256(data).hexdigest():
-            problems.append("its KV data does not match its checksum (corrupt, or saved without one)")
-        if problems:
-            raise StateFileError(f"saved state {path} refused: " + "; ".join(problems))
-        buffer = (ctypes.c_uint8 * data_len).from_buffer_copy(data)
-        if llama_cpp.llama_state_set_data(self.llm._ctx.ctx, buffer, data_len) != data_len:
+        stamp, tokens, data = read_state_file(path, model_path=self.model_path, state_version=state_version,
+                                              n_ctx=self.n_ctx, n_swa=self.n_swa, expected_tokens=expected_tokens)
+        buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if llama_cpp.llama_state_set_data(self.llm._ctx.ctx, buffer, len(data)) != len(data):
             self.clear()
             raise StateFileError(f"saved state {path}: llama.cpp rejected the state data")
         self.tokens = tokens
@@ -369,15 +317,3 @@ def _window_only_swa(llm) -> int:
     n_swa = int(llama_cpp.llama_model_n_swa(llm.model)) if hasattr(llama_cpp, "llama_model_n_swa") else 0
     return n_swa if n_swa > 0 and not llm.context_params.swa_full else 0
 
-
-def _read_header(handle, path):
-    head = handle.read(len(STATE_MAGIC) + 16)
-    if len(head) < len(STATE_MAGIC) + 16 or not head.startswith(STATE_MAGIC):
-        raise StateFileError(f"saved state {path}: not a CSR-LLM KV state file")
-    header_len, token_len, data_len = struct.unpack("<IIQ", head[len(STATE_MAGIC):])
-    raw = handle.read(header_len)
-    try:
-        stamp = json.loads(raw)
-    except ValueError as err:
-        raise StateFileError(f"saved state {path}: corrupt header") from err
-    return stamp, token_len, data_len

@@ -7,8 +7,7 @@ is a cache of a *view* of it: a token list it must hold.
   its KV cache, so a decision evaluates only the suffix. With `decide_on_cached` a decision never
   waits for an append: `pump(preempt)` stops at the next `rebuild_batch` boundary once `preempt()`
   says a decision is due, and the decision runs on the whole chunks the primary already holds (the
-  newer ones reach it through the suffix's newest events; the next pump appends them); that part
-  is reasoner_append.py's.
+  newer ones reach it through the suffix's newest events; the next pump appends them).
 * When the prefix reaches `tau_mem`, the oldest chunks are evicted (archived, version k+1). In ASR
   mode a background thread warms the secondary on the shortened state, in small batches that pause
   while a decision is in flight (decisions have priority); chunks that arrive meanwhile go to the
@@ -26,40 +25,44 @@ Resources (backend.py): R1 and R2 are embedded llama.cpp contexts or inference s
 the fallback, which re-syncs from the logical state, so no chunk is lost; in-flight ASR work is
 dropped and an eviction while the secondary is down is done in place. A resource that comes back
 is synced again before it serves; the fallback hands back to it through the ASR warm-up and swap.
-The suffix, grounding and calibration are decision_prompt.py's.
+
+The `Reasoner` composes its parts: `PrimaryView` and `PrimaryAppender` (reasoner_primary.py: the
+logical state, the primary's view, appends to the primary), `AsrRebuilder` (asr_rebuilder.py:
+evictions, the background rebuild, the swap), `ResourceRoles` (resource_roles.py: which resource
+serves, failover, tokenizing) and `Checkpointer` (checkpointer.py: warm restart). The suffix,
+grounding and calibration are decision_prompt.py's.
 
 Threads: `add_chunk` may be called from any thread; `pump`/`decide`/`save`/`restore` from one
 decision thread; the reconcile thread touches only the secondary engine.
+(plain module, no rclpy)
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Sequence, Union
+from typing import Callable, List, Optional, Sequence, Union
+
+from csr_llm_common.catalogue import IntentCatalogue, PausedTask
 
 from .archive_recall import ArchiveRecall, archive_header
+from .asr_rebuilder import AsrRebuilder
 from .backend import BackendUnavailable, DecisionRefused, NoResourceAvailable, ReasoningBackend
-from csr_llm_common.catalogue import IntentCatalogue, PausedTask
+from .checkpointer import Checkpointer
 from .csr_state import CachedState, Chunk, ChunkArchive, KIND_EVENT
 from .decision_memo import DecisionMemo, decision_key
 from .decision_prompt import DecisionPrompt
 from .engine import DecodeResult
-from .failover import FailoverMixin, ResourceHealth
+from .failover import ResourceHealth
 from .grammar import DecisionGrammar
-from .prompt import PromptTemplate, chunk_line
-from .reasoner_append import PrimaryAppendMixin
-from .reasoner_asr import AsrRebuildMixin
-from .reasoner_restart import WarmRestartMixin
+from .prompt import PromptTemplate
+from .reasoner_primary import Preempted, PrimaryAppender, PrimaryView
+from .resource_roles import ResourceRoles
 
 MODES = ("asr", "sync")
 log = logging.getLogger("csr_llm.reasoner")
-# View epochs are unique across Reasoners: an engine stamped by one Reasoner (engines are shared, e.g.
-# by decision_eval) must never pass for synced with another's view.
-_VIEW_EPOCHS = itertools.count(1)
 
 
 @dataclass
@@ -110,7 +113,9 @@ class Decision:
     reused: bool = False             # the previous decision's result: its inputs were unchanged
 
 
-class Reasoner(PrimaryAppendMixin, AsrRebuildMixin, FailoverMixin, WarmRestartMixin):
+class Reasoner:
+    """The facade: chunks in, decisions out, over the parts above."""
+
     def __init__(self, engines: Sequence[ReasoningBackend], catalogue: IntentCatalogue, template: PromptTemplate,
                  config: Optional[ReasonerConfig] = None, archive_path: Union[str, Path, None] = None,
                  logger: Optional[logging.Logger] = None, fallback: Optional[ReasoningBackend] = None,
@@ -122,67 +127,34 @@ class Reasoner(PrimaryAppendMixin, AsrRebuildMixin, FailoverMixin, WarmRestartMi
             raise ValueError("ASR mode needs two engines (primary and secondary)")
         self.config = config
         self.log = logger or log
-        self.primary = engines[0]
-        self.secondary: Optional[ReasoningBackend] = engines[1] if config.mode == "asr" else None
-        self.fallback = fallback
-        self.resources = list(engines[:2 if config.mode == "asr" else 1]) + ([fallback] if fallback else [])
-        if len({e.name for e in self.resources}) < len(self.resources):
-            raise ValueError("every resource needs its own name: " + ", ".join(e.name for e in self.resources))
         self.health = health or ResourceHealth(self.log)
-        # tokens are counted in one vocabulary: an embedded engine's when there is one (never down)
-        self._tokenizers = sorted(self.resources, key=lambda e: not e.is_local)
+        self.roles = ResourceRoles(engines, asr=config.mode == "asr", fallback=fallback, health=self.health,
+                                   log=self.log)
         self.catalogue = catalogue
         self.template = template
         self.prompt = DecisionPrompt(catalogue, template, self.tokenize, self.tokenize_plain, self.log)
         self.grammar = DecisionGrammar(catalogue, self.tokenize_plain)
         head = self.tokenize(template.head_text(catalogue), bos=True)
-        recall = config.archive_recall_tokens if config.archive_recall_k else 0
-        needed = config.tau_mem + config.suffix_reserve + recall
-        for engine in self.resources:
-            if engine.n_ctx < needed:
-                raise ValueError(f"{engine.name}: n_ctx={engine.n_ctx} is below tau_mem + suffix_reserve"
-                                 + (" + archive_recall_tokens" if recall else "") + f" = {needed}")
-        self._check_one_vocabulary()
+        self._check_context_sizes()
+        self.roles.check_one_vocabulary()
         for engine in self.resources:     # a window-only cache restores the head after an eviction's deep cut
             keep_prefix = getattr(engine, "keep_prefix", None)
             if keep_prefix is not None:
                 keep_prefix(head)
-        self.state = CachedState(head, tau_mem=config.tau_mem, evict_ratio=config.evict_ratio,
-                                 max_chunk_tokens=config.max_chunk_tokens, oversize_policy=config.oversize_policy,
-                                 archive=ChunkArchive(archive_path, archive_header(session, self.resources, config)))
-        self.archive_recall = ArchiveRecall(archive_path, session=self.state.archive.session,
+        state = CachedState(head, tau_mem=config.tau_mem, evict_ratio=config.evict_ratio,
+                            max_chunk_tokens=config.max_chunk_tokens, oversize_policy=config.oversize_policy,
+                            archive=ChunkArchive(archive_path, archive_header(session, self.resources, config)))
+        self.view = PrimaryView(state, self.log)
+        self.appender = PrimaryAppender(config, self.view)
+        self.rebuilder = AsrRebuilder(config, self.view, self.roles, self.health, self.log)
+        self.checkpointer = Checkpointer(self.view, self.roles, self.rebuilder, self.log)
+        self.archive_recall = ArchiveRecall(archive_path, session=state.archive.session,
                                             count_tokens=lambda text: len(self.tokenize_plain(text)),
                                             logger=self.log) if config.archive_recall_k > 0 else None
-        self._lock = threading.RLock()
-        self._engine_lock = threading.Lock()
-        self._primary_idle = threading.Event()
-        self._primary_idle.set()
-        self._stop = threading.Event()
-        self._cancel = threading.Event()
-        self._stopping = threading.Event()     # begin_stop: decisions no longer wait for a swap
-        self._view_epoch = 0        # set by _set_primary_view
-        self._set_primary_view(self.state.tokens(), self.state.version)
-        self._primary_last_seq = -1
-        self._held_seq = -1                     # the newest chunk in the primary's cache at the last sync
-        self._buffer: List[Chunk] = []
-        self._untokenized: List[tuple] = []     # accepted while no tokenizer answered: appended in order later
-        self._reconciling = False
-        self._decisions_since_evict = 0
-        self._ready: Optional[tuple] = None     # (view, version, last_seq) of a warmed secondary
-        self._thread: Optional[threading.Thread] = None
-        self._warm_thread: Optional[threading.Thread] = None
-        self.swaps = 0
-        self.overflow_stalls = 0
-        self.preempted_pumps = 0
-        self.append_batch_s = 0.1                # recent time per appended batch (callers look ahead with it)
-        self.failovers = 0
+        self._engine_lock = threading.Lock()     # the decision thread's engine work, one call at a time
         self.refused_decisions = 0
         self.last_cached_tokens = -1
         self.memo = DecisionMemo(enabled=config.reuse_decisions)
-        self.last_seq: Optional[int] = None
-        self.sequence_epoch = 0                  # the aggregator start the sequence belongs to (0: unknown)
-        self.seq_gaps = 0
-        self.reconcile_error: Optional[BaseException] = None
         self.calibration: Optional[dict] = None
         self.grammar.intent_adapter = self.prompt.load_adapter(self.resources, self.grammar, head)
         # with an adapter its bias replaces the content-free priors: no calibration then
@@ -194,16 +166,47 @@ class Reasoner(PrimaryAppendMixin, AsrRebuildMixin, FailoverMixin, WarmRestartMi
                              "resource, as %s run on a server",
                              ", ".join(e.name for e in self.resources if not e.is_local))
 
-    @property
-    def rejected_running(self) -> List[str]:
-        return self.prompt.rejected_running
+    def _check_context_sizes(self) -> None:
+        recall = self.config.archive_recall_tokens if self.config.archive_recall_k else 0
+        needed = self.config.tau_mem + self.config.suffix_reserve + recall
+        for engine in self.resources:
+            if engine.n_ctx < needed:
+                raise ValueError(f"{engine.name}: n_ctx={engine.n_ctx} is below tau_mem + suffix_reserve"
+                                 + (" + archive_recall_tokens" if recall else "") + f" = {needed}")
+
+    # --- the parts' figures, as attributes (callers read these) ------------------------------
+    primary = property(lambda self: self.roles.primary)
+    secondary = property(lambda self: self.roles.secondary)
+    fallback = property(lambda self: self.roles.fallback)
+    resources = property(lambda self: self.roles.resources)
+    failovers = property(lambda self: self.roles.failovers)
+    state = property(lambda self: self.view.state)
+    last_seq = property(lambda self: self.view.last_seq)
+    seq_gaps = property(lambda self: self.view.seq_gaps)
+    sequence_epoch = property(lambda self: self.view.sequence_epoch)
+    reconciling = property(lambda self: self.rebuilder.reconciling)
+    reconcile_error = property(lambda self: self.rebuilder.reconcile_error)
+    swaps = property(lambda self: self.rebuilder.swaps)
+    overflow_stalls = property(lambda self: self.rebuilder.overflow_stalls)
+    append_batch_s = property(lambda self: self.appender.append_batch_s)
+    preempted_pumps = property(lambda self: self.appender.preempted_pumps)
+    rejected_running = property(lambda self: self.prompt.rejected_running)
+
+    def tokenize(self, text: str, *, bos: bool = False) -> List[int]:
+        return self.roles.tokenize(text, bos=bos)
+
+    def tokenize_plain(self, text: str) -> List[int]:
+        return self.roles.tokenize_plain(text)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self.roles.detokenize(tokens)
 
     def running_intent(self, running: str) -> str:
         return self.prompt.running_intent(running)
 
     def decision_inputs(self, running: str = "", interrupts: int = 0, paused: Optional[PausedTask] = None):
         """(suffix tokens, grounded names, calibration context) for a decision on the current state."""
-        with self._lock:
+        with self.view.locked():
             chunks = list(self.state.chunks)
             evicted = self.state.counters.evictions > 0
         suffix, grounded, context = self.prompt.inputs(chunks, running, interrupts, paused)
@@ -222,60 +225,18 @@ class Reasoner(PrimaryAppendMixin, AsrRebuildMixin, FailoverMixin, WarmRestartMi
         kept, in order, and appended by the first call that can tokenize again."""
         if isinstance(text, bytes):
             text = text.decode("utf-8", errors="replace")
-        with self._lock:
-            if self.last_seq is not None and seq > self.last_seq + 1:
-                self.seq_gaps += seq - self.last_seq - 1
-            self.last_seq = seq if self.last_seq is None else max(self.last_seq, seq)
-            self._untokenized.append((int(seq), source, int(kind), text, float(stamp)))
-        return self._append_untokenized()
+        self.view.queue(seq, source, kind, text, stamp)
+        return self._append_queued()
 
-    def _append_untokenized(self) -> List[Chunk]:
-        appended: List[Chunk] = []
-        while True:
-            with self._lock:
-                if not self._untokenized:
-                    return appended
-                seq, source, kind, text, stamp = self._untokenized[0]
-            try:
-                tokens = tuple(self.tokenize_plain(chunk_line(text))) if text.strip() else ()
-            except NoResourceAvailable:
-                return appended
-            chunk = Chunk(seq, source, kind, text, tokens, stamp)
-            with self._lock:
-                self._untokenized.pop(0)
-                pieces = self.state.append(chunk, detokenize=self.detokenize)    # ChunkRejected: refused, archived
-                for piece in pieces:
-                    self._primary_view.extend(piece.tokens)
-                self._primary_last_seq = chunk.seq
-                if self._reconciling:
-                    self._buffer.extend(pieces)
-                self._maybe_evict()
-            appended.extend(pieces)
-
-    def _maybe_evict(self) -> None:
-        if self._reconciling or not self.state.needs_eviction():
-            return
-        eviction = self.state.evict()
-        self.log.info("evicted %d chunks (%d tokens): state version %d, prefix %d tokens",
-                      len(eviction.chunks), eviction.tokens, eviction.state_version, self.state.n_tokens)
-        secondary = self.secondary
-        if self.config.mode == "sync" or secondary is None or self.health.is_down(secondary.name):
-            self._set_primary_view(self.state.tokens(), self.state.version)    # in place (a stall)
-            return
-        self._start_reconcile()
-
-    def _set_primary_view(self, tokens: List[int], version: int) -> None:
-        """Replace (not extend) what the primary must hold; the next sync compares in full."""
-        self._primary_view = tokens
-        self._primary_version = version
-        self._view_epoch = next(_VIEW_EPOCHS)
+    def _append_queued(self) -> List[Chunk]:
+        return self.view.append_queued(self.tokenize_plain, self.detokenize, self.rebuilder.after_append)
 
     # --- decision thread -------------------------------------------------------------------
     def decide(self, running: str = "", interrupts: int = 0, paused: Optional[PausedTask] = None) -> Decision:
         """A decision on the current state; NoResourceAvailable when every resource is down,
         DecisionRefused when the serving resource answered with something not catalogued."""
         with self._engine_lock:
-            self._append_untokenized()
+            self._append_queued()
             while True:
                 serving = self.primary
                 try:
@@ -287,47 +248,144 @@ class Reasoner(PrimaryAppendMixin, AsrRebuildMixin, FailoverMixin, WarmRestartMi
                     raise
 
     def _decide_on_primary(self, running: str, interrupts: int, paused: Optional[PausedTask]) -> Decision:
-        if self.config.rebuild_pause:
-            self._primary_idle.clear()
-        try:
+        with self.rebuilder.decision_running(pause=self.config.rebuild_pause):
             start = time.perf_counter()
             self._sync_primary(deciding=True)
             catchup_ms = (time.perf_counter() - start) * 1e3
             suffix, grounded, context = self.decision_inputs(running, interrupts, paused)
             began = time.perf_counter()
-            key = decision_key(self.primary.name, self.primary.tokens, suffix, grounded, context,
+            primary = self.primary
+            key = decision_key(primary.name, primary.tokens, suffix, grounded, context,
                                policy=id(self.grammar.intent_adapter))
             result = self.memo.lookup(key, began)
             reused = result is not None
             if result is None:
-                result = self.primary.decide(suffix, self.grammar, grounded, context)
+                result = primary.decide(suffix, self.grammar, grounded, context)
                 self.memo.store(key, result)
             self.last_cached_tokens = result.cached_tokens
-            with self._lock:
-                return Decision(result, self._primary_version, result.prefix_tokens, self._held_seq,
-                                self.primary.name, catchup_ms, reused=reused)
-        finally:
-            self._primary_idle.set()
+            with self.view.locked():
+                return Decision(result, self.view.version, result.prefix_tokens, self.appender.held_seq,
+                                primary.name, catchup_ms, reused=reused)
+
+    def pump(self, preempt: Optional[Callable[[], bool]] = None) -> bool:
+        """Append pending chunk tokens to the primary's KV cache (call between decisions); False
+        when `preempt()` (asked before each `rebuild_batch` tokens) stopped it for a due decision.
+
+        Appending is not latency-critical, so the background rebuild keeps running meanwhile (on
+        its own core); it pauses only while a decision is in flight.
+        """
+        with self._engine_lock:
+            self._append_queued()
+            while True:
+                serving = self.primary
+                try:
+                    self._sync_primary(preempt=preempt)
+                    return True
+                except Preempted:
+                    return False
+                except BackendUnavailable as err:
+                    try:
+                        self._fail_over(serving, err)
+                    except NoResourceAvailable:
+                        return True   # nothing can hold the prefix now; the logical state keeps every chunk
+
+    def pump_should_stop(self, seconds_to_due: float) -> bool:
+        """See PrimaryAppender.should_stop."""
+        return self.appender.should_stop(seconds_to_due, self.uncached_tokens)
+
+    @property
+    def uncached_tokens(self) -> int:
+        """Tokens of the primary's view its cache does not hold yet (what `pump` would append)."""
+        return self.view.uncached_tokens(self.primary)
+
+    def _sync_primary(self, deciding: bool = False, preempt: Optional[Callable[[], bool]] = None) -> None:
+        """Take resources back, swap a ready secondary in, then bring the primary to its view."""
+        self._check_resources()
+        self.rebuilder.maybe_swap(deciding)
+        target = self.view.snapshot()
+        if target.length + self.config.suffix_reserve > self.primary.n_ctx:
+            target = self.rebuilder.resolve_overflow()
+        self.appender.sync(self.primary, target, deciding=deciding, preempt=preempt,
+                           secondary_busy=self.rebuilder.secondary_busy())
+
+    def _check_resources(self) -> None:
+        """Take back recovered resources; a primary known to be down fails over before it is used."""
+        for name in self.health.take_recovered():
+            with self.view.locked():
+                if self.roles.take_back(name, may_rebuild=not self.rebuilder.reconciling):
+                    self.rebuilder.start()     # move back off the fallback through warm-up and swap
+        if self.health.is_down(self.primary.name):
+            raise BackendUnavailable(f"{self.primary.name} is down")
+
+    def _fail_over(self, failed: ReasoningBackend, err: BackendUnavailable) -> None:
+        """The primary failed: serve from the secondary, else the fallback, synced from the logical state."""
+        self.rebuilder.cancel()     # joins the thread: must not hold the view's lock here
+        with self.view.locked():
+            self.roles.fail_over(failed, err)
+            self.rebuilder.reset()
+            self.view.reset_to_state()
 
     # --- status ----------------------------------------------------------------------------
-    @property
-    def reconciling(self) -> bool:
-        return self._reconciling
-
     def status(self) -> dict:
-        with self._lock:
-            counters = self.state.counters
-            return {"prefix_tokens": self.state.n_tokens, "static_tokens": len(self.state.head_tokens),
-                    "tau_mem": self.state.tau_mem, "chunk_count": len(self.state.chunks),
-                    "state_version": self.state.version, "reconciling": self._reconciling,
-                    "primary_resource": self.primary.name,
-                    "buffered_tokens": sum(c.n_tokens for c in self._buffer),
-                    "last_chunk_seq": -1 if self.last_seq is None else self.last_seq,
-                    "seq_gaps": self.seq_gaps, "evictions": counters.evictions, "swaps": self.swaps,
-                    "evicted_chunks": counters.evicted_chunks, "evicted_tokens": counters.evicted_tokens,
-                    "rejected_chunks": counters.rejected_chunks, "primary_view_tokens": len(self._primary_view),
-                    "cached_tokens": self.last_cached_tokens, "failovers": self.failovers,
+        with self.view.locked():
+            counts = self.view.counts()
+            return {**counts, "reconciling": self.rebuilder.reconciling, "primary_resource": self.primary.name,
+                    "buffered_tokens": self.rebuilder.buffered_tokens(), "swaps": self.rebuilder.swaps,
+                    "cached_tokens": self.last_cached_tokens, "failovers": self.roles.failovers,
                     "refused_decisions": self.refused_decisions, "down_resources": self.health.down,
-                    "untokenized_chunks": len(self._untokenized), "preempted_pumps": self.preempted_pumps,
-                    "overflow_stalls": self.overflow_stalls, "reused_decisions": self.memo.reused}
+                    "preempted_pumps": self.appender.preempted_pumps,
+                    "overflow_stalls": self.rebuilder.overflow_stalls, "reused_decisions": self.memo.reused}
 
+    # --- background rebuild and stopping ---------------------------------------------------
+    def warm_secondary(self) -> Optional[threading.Thread]:
+        """See AsrRebuilder.warm: the head on the idle secondary, so the first eviction rebuilds less."""
+        return self.rebuilder.warm(self.secondary, self.state.head_tokens)
+
+    def wait_reconciled(self, timeout: float = 60.0) -> bool:
+        """Block until no reconciliation is pending (tests and benchmarks)."""
+        return self.rebuilder.wait_reconciled(timeout, self.pump)
+
+    def begin_stop(self) -> None:
+        """The owner is stopping: a decision waiting for a swap at its fixed boundary decides on the
+        current primary instead (a slow rebuild would hold the stop); the rebuild goes on until close."""
+        self.rebuilder.begin_stop()
+
+    def close(self) -> bool:
+        """Stop the background threads; False when one is still busy (inside llama.cpp, perhaps):
+        its engine must then stay open until the process exits."""
+        ended = self.rebuilder.close()
+        self.health.close()
+        return ended
+
+    # --- warm restart (checkpointer.py) ----------------------------------------------------
+    def start_sequence(self, epoch: int, first_seq: int) -> None:
+        """A restarted aggregator: its sequence (under a newer epoch) continues this state."""
+        self.view.start_sequence(epoch, first_seq)
+
+    def save(self, directory: Union[str, Path]) -> Optional[dict]:
+        """Save the logical state and an embedded primary's KV cache (skipped while reconciling).
+
+        A server primary is not touched (it may be down): the logical state alone is saved."""
+        with self._engine_lock, self.rebuilder.decision_running():
+            local = self.primary.is_local
+            if local:
+                self._sync_primary()
+            return self.checkpointer.save(directory, local=local)
+
+    def save_at_stop(self, directory: Union[str, Path], wait_s: float) -> dict:
+        """The shutdown save: the state with its KV cache when a pending reconciliation ends within
+        wait_s, else the logical state alone (a restart recomputes the prefix), so a stop never waits
+        on a slow rebuild and never loses an accepted chunk. Returns {"chunks", "kv_saved"}."""
+        if self.wait_reconciled(timeout=wait_s) and self.save(directory) is not None:
+            with self.view.locked():
+                return {"chunks": len(self.state.chunks), "kv_saved": bool(self.primary.is_local)}
+        return {"chunks": self.checkpoint(directory), "kv_saved": False}
+
+    def checkpoint(self, directory: Union[str, Path]) -> int:
+        """See Checkpointer.checkpoint: the logical state alone, without taking the engine."""
+        return self.checkpointer.checkpoint(directory)
+
+    def restore(self, directory: Union[str, Path]) -> dict:
+        """See Checkpointer.restore: {"chunks", "kv_restored", "tokens"}; StateFileError when unusable."""
+        with self._engine_lock:
+            return self.checkpointer.restore(directory)
