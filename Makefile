@@ -117,14 +117,14 @@ bench-decisions: setup
 	$(PY) -m csr_llm_bringup.lab.bench_decisions --out build/bench/decisions.json --plot build/bench/decisions.png \
 	  $(if $(SCENARIOS),--scenarios $(SCENARIOS))
 
-# Real-time factor of the lockstepped sim, variants side by side (issue 13): one scenario per variant,
+# Real-time factor of the lockstepped sim, variants side by side: one scenario per variant,
 # interleaved and repeated; build/bench/rtf.json (~4-6 min on 2 cores; --repeats 3: ~6-8). RTF_ARGS="--repeats 3 --variant ...".
 .PHONY: bench-rtf
 bench-rtf: setup
 	@mkdir -p build/bench
 	$(PY) -m csr_llm_bringup.lab.bench_rtf --out build/bench/rtf.json $(RTF_ARGS)
 
-# Level 1 as a scene lookup (issue 14): variant accuracy, misroutes, unknown scenes, CNN cost,
+# Level 1 as a scene lookup: variant accuracy, misroutes, unknown scenes, CNN cost,
 # tick p99 with the camera thread, two-robot cross-talk on randomized simulated scenes (~1 min).
 .PHONY: bench-scene scene-keys
 bench-scene: setup

@@ -11,7 +11,7 @@ then plays the bench_asr chunk stream in real time through ASR with R1 and R2 on
 processes (decision latency from the moment it is due to its first token, >= 5 evictions), and
 the same stream through embedded ASR as the baseline.
 
-Goals (issue 12): server_cached_ms <= 1.5 x local_ms and server_uncached_ms >= 20 x server_cached_ms
+Goals: server_cached_ms <= 1.5 x local_ms and server_uncached_ms >= 20 x server_cached_ms
 at 8K; ASR over servers p99 <= 2 x p50.
 """
 from __future__ import annotations

@@ -31,7 +31,7 @@ from ..aggregator import KIND_EVENT
 from csr_llm_common.catalogue import IntentCatalogue
 from .decision_situations import SITUATIONS, Probe, Stream
 
-# The first release's prompt (config/prompt.yaml before issue 10), kept to measure against.
+# The first release's prompt, kept as a baseline to measure the current one against.
 BASELINE_PROMPT = {
     "robot_description": (
         "You are the decision layer of a mobile manipulator: a differential-drive base, a four-joint arm "

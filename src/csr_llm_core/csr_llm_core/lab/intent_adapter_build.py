@@ -48,8 +48,7 @@ class _Recorded(Exception):
 
 DEFAULT_ANCHORS = "last"
 # Probes where only a pause is acceptable weigh this much more: acting there is the unsafe mistake.
-# Measured on the committed data (docs/intent_adapter.md): held-out live probes that acted where only a
-# pause was acceptable 63 of 484 at weight 1, 7 of 484 at 4.
+# The measurements behind the weight: docs/experiments/2026-12-07-intent-adapter.md.
 HOLD_WEIGHT = 4.0
 
 
