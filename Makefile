@@ -45,7 +45,8 @@ $(STAMPS)/msgs: $(STAMPS)/pip $(MSG_FILES)
 	cmake --install build/msgs >> build/msgs.log 2>&1 || { tail -40 build/msgs.log; exit 1; }
 	@touch $@
 
-$(STAMPS)/packages: $(STAMPS)/msgs $(PY_PACKAGE_FILES)
+# the Makefile too: a package added to PY_PACKAGES must be installed on machines set up before
+$(STAMPS)/packages: $(STAMPS)/msgs $(PY_PACKAGE_FILES) Makefile
 	@echo "[setup] installing our packages (editable): $(PY_PACKAGES)"
 	$(PY) -m pip install --quiet --no-build-isolation $(foreach p,$(PY_PACKAGES),-e src/$(p))
 	@touch $@
