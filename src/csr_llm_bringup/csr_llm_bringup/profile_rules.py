@@ -30,8 +30,8 @@ class NodeLike(Protocol):
 
 
 def _router_defaults() -> Dict[str, Any]:
-    from action_router.params import DEFAULTS
-    return dict(DEFAULTS)
+    from action_router.params import default_parameters
+    return default_parameters()
 
 
 def _reasoning_defaults() -> Dict[str, Any]:
