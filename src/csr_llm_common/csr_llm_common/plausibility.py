@@ -118,8 +118,8 @@ class JointLimits:
     ``from_description``: positions beyond [min - travel, max + travel], speeds and efforts beyond
     LIMIT_FACTOR x their limits (never past the generic bounds)."""
 
-    def __init__(self, position_low: Sequence[float], position_high: Sequence[float],
-                 velocity: Sequence[float], effort: Sequence[float]):
+    def __init__(self, position_low: "Sequence[float] | np.ndarray", position_high: "Sequence[float] | np.ndarray",
+                 velocity: "Sequence[float] | np.ndarray", effort: "Sequence[float] | np.ndarray"):
         self.position_low = np.asarray(position_low, dtype=float)
         self.position_high = np.asarray(position_high, dtype=float)
         self.velocity = np.asarray(velocity, dtype=float)

@@ -300,7 +300,8 @@ class Aggregator:
         if now is not None and now > 0 and stamp > now + self.future_tolerance_s:
             raise SampleError(f"stamp {stamp:.3f} s is {stamp - now:.3f} s ahead of the clock", "stamp")
         if self.last_sample_stamp is not None and stamp < self.last_sample_stamp - self.max_lag_s:
-            raise SampleError(f"stamp {stamp:.3f} s is {self.last_sample_stamp - stamp:.3f} s behind the stream", "stamp")
+            raise SampleError(f"stamp {stamp:.3f} s is {self.last_sample_stamp - stamp:.3f} s behind the stream",
+                              "stamp")
 
     def _emit(self, chunk: ChunkOut) -> ChunkOut:
         chunk.seq = self.next_seq
@@ -393,6 +394,21 @@ class Aggregator:
         if reading.motor and reading.motor not in state.extra and len(state.extra) >= MAX_NAMES:
             raise SampleError(f"more than {MAX_NAMES} motors on {topic}", "too_many_names")
         return reading
+
+    def take_sample(self, topic: str, sample: Mapping, stamp: float, now: Optional[float] = None) -> List[ChunkOut]:
+        """A sample as a node receives it: validated, its stamp checked (``now``: the clock), then
+        the chunks it makes due (the window it closes, its summary). A refused sample changes
+        nothing and is counted in ``faults`` as ``<topic>:<kind>`` (one log line per kind)."""
+        try:
+            reading = self.reading(topic, sample)
+            self.check_stamp(stamp, now)
+        except (SampleError, KeyError, TypeError, ValueError) as err:
+            kind = err.kind if isinstance(err, SampleError) else type(err).__name__
+            self.faults.record(f"{topic}:{kind}", f"ignored a sample on {topic}: {err}")
+            return []
+        out = self.watermark(stamp)
+        chunk = self.on_reading(topic, reading, stamp)
+        return out if chunk is None else out + [chunk]
 
     def on_sample(self, topic: str, sample: Mapping, stamp: float) -> Optional[ChunkOut]:
         """``reading`` then ``on_reading``: SampleError for a refused sample, which changes nothing."""

@@ -102,19 +102,14 @@ class AggregatorNode(Node):
     def _on_sample(self, spec: TopicSpec, msg) -> None:
         try:
             sample = to_sample(spec.type, msg)
-            stamp = stamp_or_now(self, msg.header)
-            with self._lock:
-                # a refused reading or stamp moves nothing, the watermark included
-                reading = self.aggregator.reading(spec.topic, sample)
-                self.aggregator.check_stamp(stamp, self.get_clock().now().nanoseconds * 1e-9)
-                for chunk in self.aggregator.watermark(stamp):   # the closed window, then its watermark
-                    self._publish(chunk)
-                chunk = self.aggregator.on_reading(spec.topic, reading, stamp)
-                if chunk is not None:
-                    self._publish(chunk)
-        except (SampleError, KeyError, TypeError, ValueError) as err:
-            kind = err.kind if isinstance(err, SampleError) else type(err).__name__
-            self.faults.record(f"{spec.topic}:{kind}", f"ignored a sample on {spec.topic}: {err}")
+        except (KeyError, TypeError, ValueError, OverflowError) as err:
+            self.faults.record(f"{spec.topic}:{type(err).__name__}", f"ignored a sample on {spec.topic}: {err}")
+            return
+        stamp = stamp_or_now(self, msg.header)
+        with self._lock:
+            for chunk in self.aggregator.take_sample(spec.topic, sample, stamp,
+                                                     self.get_clock().now().nanoseconds * 1e-9):
+                self._publish(chunk)
 
 
 def main(args=None) -> int:
