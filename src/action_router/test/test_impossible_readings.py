@@ -97,3 +97,20 @@ def test_joint_states_far_beyond_the_robot_description_are_refused_whole():
     assert list(snap.joint_pos) == overshoot and snap.state_version == 2 and snap.state_time == 0.001
     assert kinds(rig) == ["joint_state_impossible"] and "position 50 (outside [-7.8, 7.8])" in rig.faults[0][1]
     assert r.faults.counts == {"joint_state_impossible": 5}
+
+
+def test_the_node_passes_the_range_interval_and_the_torque_to_the_router():
+    from geometry_msgs.msg import WrenchStamped
+    from sensor_msgs.msg import Range
+
+    from action_router.router_sensors import RouterSensors
+    rig = Rig(plant=False)
+    r = rig.router
+    sensors = RouterSensors(lambda: r, lambda: None, lambda header: 0.5, lambda: 0.5)
+    sensors._on_proximity(Range(range=7.0, min_range=0.0, max_range=5.0))
+    sensors._on_proximity(Range(range=7.0))                  # no interval set: a plausible 7 m
+    wrench = WrenchStamped()
+    wrench.wrench.torque.z = 1e6
+    sensors._on_wrench(wrench)
+    assert kinds(rig) == ["proximity_impossible", "wrench_impossible"]
+    assert r.inputs.snapshot().proximity == 7.0
