@@ -2,7 +2,9 @@
 
 Sensor setters (``set_joint_state``, ``set_imu`` ...) may be called from other threads (ROS
 callbacks): they validate, count faults (one log line per kind, ``faults``) and write double
-buffers, so a tick never sees a half-written message. Decisions are checked against the intent
+buffers, so a tick never sees a half-written message. Impossible readings (``csr_llm_common.plausibility``:
+a motor below absolute zero, a negative range, a joint far past its limits ...) are refused there, so
+they never reach a derate, an interrupt or a cache layer. Decisions are checked against the intent
 catalogue (the suite's one decision policy) and queued; the tick drains the queue. Only the tick
 reads ``snapshot()``; the key step reads the buffers it needs itself (it may run in its own thread).
 
@@ -25,6 +27,8 @@ import numpy as np
 
 from csr_llm_common.catalogue import DecisionError, IntentCatalogue
 from csr_llm_common.faults import FaultLog
+from csr_llm_common.plausibility import (NONFINITE, JointLimits, range_refusal, temperature_refusal,
+                                         wrench_refusal)
 
 from .buffers import DoubleBuffer
 from .scene import EMPTY_SCENE, Scene, SceneObject
@@ -33,15 +37,19 @@ MAX_ABS_INPUT = 1.0e6
 
 FAULT_TEXT = {
     "joint_state_length": "joint_states with mismatched array lengths rejected",
-    "joint_state_nonfinite": "joint_states with NaN/inf or out-of-range values rejected",
+    "joint_state_nonfinite": "joint_states with NaN/inf or non-numeric values rejected",
+    "joint_state_impossible": "joint_states beyond the robot's limits by more than physics allows rejected",
     "joint_state_unknown_joint": "joint_states names a joint this router does not drive (ignored)",
     "joint_state_timeout": "joint_states stale: failure flag set, ramping to safe stop",
     "imu_invalid": "imu with NaN/inf or out-of-range values rejected",
     "odom_invalid": "odom with NaN/inf or out-of-range values rejected",
-    "wrench_invalid": "gripper wrench with NaN/inf or out-of-range values rejected",
+    "wrench_invalid": "gripper wrench with NaN/inf values or the wrong length rejected",
+    "wrench_impossible": "gripper wrench beyond any force sensor's range rejected",
     "temperature_invalid": "motor_temperature with NaN/inf value rejected",
+    "temperature_impossible": "motor_temperature below absolute zero or beyond any motor's rating rejected",
     "temperature_unknown_joint": "motor_temperature for an unknown joint (frame_id) rejected",
     "proximity_invalid": "proximity range NaN rejected",
+    "proximity_impossible": "proximity range negative or outside the sensor's [min_range, max_range] rejected",
     "vision_invalid": "vision_features with NaN/inf values rejected",
     "vision_length": "vision_features length differs from the first message: rejected",
     "depth_image": "depth image with an unknown encoding or inconsistent size",
@@ -102,10 +110,12 @@ class RouterInputs:
 
     def __init__(self, joints: Sequence[str], catalogue: IntentCatalogue, zones: Mapping[str, float],
                  slip_speed_tau: float, faults: FaultLog, scene_frames: Sequence[str] = ("base_link", "odom"),
-                 decision_delay_s: float = 0.0):
+                 decision_delay_s: float = 0.0, joint_limits: Optional[JointLimits] = None):
+        """``joint_limits``: the bounds past which a joint state is refused (default: generic ones)."""
         self.joints = list(joints)
         self.joint_index = {j: i for i, j in enumerate(self.joints)}
         n = len(self.joints)
+        self.joint_limits = joint_limits if joint_limits is not None else JointLimits.generic(n)
         self.catalogue = catalogue
         self.zones = dict(zones)
         self.slip_speed_tau = float(slip_speed_tau)
@@ -169,9 +179,13 @@ class RouterInputs:
             self.faults.record("joint_state_nonfinite", "non-numeric values")
             return False
         for arr in (pos, vel, eff):
-            if arr is not None and not float(np.abs(arr).max()) < MAX_ABS_INPUT:  # NaN fails too
+            if arr is not None and not np.isfinite(arr).all():
                 self.faults.record("joint_state_nonfinite")
                 return False
+        refusal = self.joint_limits.refusal(js, pos, vel, eff)
+        if refusal is not None:
+            self.faults.record("joint_state_impossible", refusal.reason)
+            return False
         w = self._js_work
         w["pos"][js] = pos
         if vel is not None:
@@ -225,10 +239,14 @@ class RouterInputs:
         self._wheel_speed = float(vals[3])
         return True
 
-    def set_wrench(self, force: Sequence[float], now: float = 0.0) -> bool:
+    def set_wrench(self, force: Sequence[float], now: float = 0.0, torque: Sequence[float] = ()) -> bool:
         f = np.asarray(force, dtype=float).reshape(-1)
-        if f.size != 3 or not np.all(np.abs(f) < MAX_ABS_INPUT):
+        refusal = wrench_refusal(f.tolist(), [float(t) for t in torque]) if f.size == 3 else None
+        if f.size != 3 or (refusal is not None and refusal.kind == NONFINITE):
             self.faults.record("wrench_invalid")
+            return False
+        if refusal is not None:
+            self.faults.record("wrench_impossible", refusal.reason)
             return False
         self.wrench_buf.write(now, force=float(np.sqrt(f @ f)))
         return True
@@ -242,22 +260,29 @@ class RouterInputs:
             value = float(celsius)
         except (TypeError, ValueError):
             value = math.nan
-        if not abs(value) < MAX_ABS_INPUT:
-            self.faults.record("temperature_invalid")
+        refusal = temperature_refusal(value)
+        if refusal is not None:
+            self.faults.record("temperature_invalid" if refusal.kind == NONFINITE else "temperature_impossible",
+                               f"{joint}: {refusal.reason}")
             return False
         self._temperature[j] = value  # single float store: atomic for the reader
         return True
 
-    def set_proximity(self, distance: float, now: float = 0.0) -> bool:
+    def set_proximity(self, distance: float, now: float = 0.0, min_range: float = math.nan,
+                      max_range: float = math.nan) -> bool:
+        """The nearest person's distance [m] (sensor_msgs/Range; ``min_range``/``max_range`` when the
+        sensor sets them: a finite reading outside them is refused)."""
         try:
             d = float(distance)
         except (TypeError, ValueError):
             d = math.nan
-        if math.isnan(d):
-            self.faults.record("proximity_invalid")
+        refusal = range_refusal(d, float(min_range), float(max_range))
+        if refusal is not None:
+            self.faults.record("proximity_invalid" if refusal.kind == NONFINITE else "proximity_impossible",
+                               refusal.reason)
             return False
         # REP 117: +inf = nothing in range, -inf = object closer than min_range
-        d = 0.0 if d == -math.inf else max(d, 0.0)
+        d = 0.0 if d == -math.inf else d
         self.proximity_buf.write(now, range=d)
         return True
 

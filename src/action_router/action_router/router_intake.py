@@ -17,6 +17,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from csr_llm_common.faults import FaultLog
+from csr_llm_common.plausibility import JointLimits
 
 from .inputs import RouterInputs, SensorSnapshot
 from .monitors import BaseTravel, ConfidenceMonitor, TemperatureMonitor
@@ -50,7 +51,9 @@ class SensorIntake:
         self.joints = list(joints)
         self.scene_frames = SceneFrames(str(cfg["base_frame"]), str(cfg["odom_frame"]), float(cfg["scene_timeout_s"]))
         self.inputs = RouterInputs(joints, cfg.catalogue, zones, float(cfg["slip_speed_tau"]), faults,
-                                   (self.scene_frames.base, self.scene_frames.odom), float(cfg["decision_delay_s"]))
+                                   (self.scene_frames.base, self.scene_frames.odom), float(cfg["decision_delay_s"]),
+                                   JointLimits.from_description(cfg["position_min"], cfg["position_max"],
+                                                                cfg["velocity_max"], cfg["effort_max"]))
         self._zones = dict(zones)
         self._zone = str(cfg["zone"])
         if self._zone not in self._zones:

@@ -78,8 +78,8 @@ class RouterSensors:
     def _on_wrench(self, msg: WrenchStamped) -> None:
         r = self._router()
         if r is not None:
-            f = msg.wrench.force
-            r.set_wrench((f.x, f.y, f.z), self._sensor_time(msg.header))
+            f, t = msg.wrench.force, msg.wrench.torque
+            r.set_wrench((f.x, f.y, f.z), self._sensor_time(msg.header), torque=(t.x, t.y, t.z))
 
     def _on_temperature(self, msg: Temperature) -> None:
         r = self._router()
@@ -89,7 +89,7 @@ class RouterSensors:
     def _on_proximity(self, msg: Range) -> None:
         r = self._router()
         if r is not None:
-            r.set_proximity(msg.range, self._sensor_time(msg.header))
+            r.set_proximity(msg.range, self._sensor_time(msg.header), msg.min_range, msg.max_range)
 
     def _on_zone(self, msg: String) -> None:
         r = self._router()

@@ -10,6 +10,11 @@ yields the same chunks. Node modules convert ROS messages to the plain samples u
 Event bursts are coalesced: past ``max_events_per_window`` events of one topic in one window, the
 rest become one chunk when the window closes (count, first and last text), so a flood costs the
 reasoning node a bounded number of appends per window instead of a backlog it drains for minutes.
+
+Impossible readings are refused (``SampleError``, with a ``kind`` for the node's FaultLog) before
+they move anything: the bounds are ``csr_llm_common.plausibility``'s, the ones the router applies.
+Text is bounded: events to ``max_event_chars``, names to MAX_NAME_CHARS (at most MAX_NAMES per line),
+a summary to MAX_SUMMARY_CHARS; every cut is marked in the text and counted in ``faults``.
 """
 from __future__ import annotations
 
@@ -17,6 +22,10 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from csr_llm_common.faults import FaultLog
+from csr_llm_common.plausibility import (IMPOSSIBLE, MAX_NAMES, NONFINITE, TRUNCATION_MARK, Refusal,
+                                         bounded_name, joint_refusal, temperature_refusal, wrench_refusal)
 
 KIND_EVENT = 0
 KIND_CONTINUOUS = 1
@@ -26,7 +35,12 @@ _SPACES = re.compile(r"\s+")
 
 
 class SampleError(ValueError):
-    """A sample cannot be summarised (non-finite value, wrong lengths, empty event)."""
+    """A sample cannot be summarised (non-finite or impossible value, wrong lengths, empty event);
+    ``kind`` names the fault for the node's FaultLog (one log line per kind)."""
+
+    def __init__(self, message: str, kind: str = "invalid"):
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass
@@ -135,19 +149,34 @@ class _TopicState:
     extra: Dict[str, float] = field(default_factory=dict)   # per-frame values (motor temperatures)
 
 
-# No sensor of a robot reads beyond this (rad, m, m/s, N, m/s^2): larger values are corrupt and
+@dataclass(frozen=True)
+class Reading:
+    """A validated sample: its values, its summary text, and (temperatures) the motor it is for,
+    merged into the topic's line when it is taken. Names in ``text`` are already bounded."""
+    values: Tuple[float, ...]
+    text: str
+    motor: str = ""
+    truncated: int = 0       # names cut to MAX_NAME_CHARS (or left out past MAX_NAMES)
+
+
+# No sensor of a robot reads beyond this (m, m/s, m/s^2, rad/s): larger values are corrupt and
 # would also blow a summary line up to thousands of characters.
 MAX_ABS_READING = 1.0e5
-# Motor temperatures outside this range (C) are physically impossible for a working motor.
-TEMPERATURE_RANGE = (-60.0, 400.0)
+# A continuous summary never exceeds this (names are bounded first; this is the last guard).
+MAX_SUMMARY_CHARS = 2000
+
+
+def _refuse(refusal: Optional[Refusal]) -> None:
+    if refusal is not None:
+        raise SampleError(refusal.reason, refusal.kind)
 
 
 def _finite(values: Sequence[float], what: str) -> Tuple[float, ...]:
     out = tuple(float(v) for v in values)
     if not all(math.isfinite(v) for v in out):
-        raise SampleError(f"non-finite {what}")
+        raise SampleError(f"non-finite {what}", NONFINITE)
     if any(abs(v) > MAX_ABS_READING for v in out):
-        raise SampleError(f"impossible {what} (|value| > {MAX_ABS_READING:g})")
+        raise SampleError(f"impossible {what} (|value| > {MAX_ABS_READING:g})", IMPOSSIBLE)
     return out
 
 
@@ -155,40 +184,69 @@ def _fmt(values: Sequence[float], digits: int = 2) -> str:
     return ",".join(f"{v:.{digits}f}" for v in values)
 
 
-def summarize_joint_states(sample: Mapping) -> Tuple[Tuple[float, ...], str]:
+def _listed(names: Sequence[str], values: Sequence[float], fmt: str) -> Tuple[str, int]:
+    """``name=value`` pairs with bounded names, at most MAX_NAMES of them; (text, names cut or left out)."""
+    parts, cut = [], 0
+    for name, value in zip(names[:MAX_NAMES], values):
+        shown, was_cut = bounded_name(name)
+        cut += was_cut
+        parts.append(f"{shown}={value:{fmt}}")
+    left_out = max(len(names) - MAX_NAMES, 0)
+    return " ".join(parts) + (f" (+{left_out} more)" if left_out else ""), cut + left_out
+
+
+def summarize_joint_states(sample: Mapping) -> Reading:
     names, position = list(sample["name"]), list(sample["position"])
     velocity = list(sample.get("velocity") or [])
-    if len(names) != len(position) or (velocity and len(velocity) != len(names)):
-        raise SampleError(f"{len(names)} names but {len(position)} positions / {len(velocity)} velocities")
-    pos = _finite(position, "joint position")
-    vel = _finite(velocity, "joint velocity") if velocity else ()
-    parts = [f"{n}={p:.2f}" for n, p in zip(names, pos)]
+    effort = list(sample.get("effort") or [])
+    if len(names) != len(position) or (velocity and len(velocity) != len(names)) or \
+            (effort and len(effort) != len(names)):
+        raise SampleError(f"{len(names)} names but {len(position)} positions / {len(velocity)} velocities"
+                          f" / {len(effort)} efforts", "length")
+    try:
+        pos, vel, eff = (tuple(float(v) for v in values) for values in (position, velocity, effort))
+    except (TypeError, ValueError) as err:
+        raise SampleError(f"non-numeric joint values ({err})", NONFINITE) from err
+    _refuse(joint_refusal(pos, vel, eff))
+    listed, cut = _listed(names, pos, ".2f")
     moving = max((abs(v) for v in vel), default=0.0)
-    text = "joints[rad] " + " ".join(parts) + (f"; max speed {moving:.2f} rad/s" if moving >= 0.01 else "; still")
-    return pos + (round(moving, 2),), text
+    text = "joints[rad] " + listed + (f"; max speed {moving:.2f} rad/s" if moving >= 0.01 else "; still")
+    return Reading(pos + (round(moving, 2),), text, truncated=cut)
 
 
-def summarize_imu(sample: Mapping) -> Tuple[Tuple[float, ...], str]:
+def summarize_imu(sample: Mapping) -> Reading:
     acc = _finite(sample["linear_acceleration"], "acceleration")
     gyro = _finite(sample["angular_velocity"], "angular velocity")
-    return acc + gyro, f"acc[m/s2]=({_fmt(acc, 1)}) gyro[rad/s]=({_fmt(gyro, 2)})"
+    return Reading(acc + gyro, f"acc[m/s2]=({_fmt(acc, 1)}) gyro[rad/s]=({_fmt(gyro, 2)})")
 
 
-def summarize_odometry(sample: Mapping) -> Tuple[Tuple[float, ...], str]:
+def summarize_odometry(sample: Mapping) -> Reading:
     x, y, yaw = _finite((sample["x"], sample["y"], sample["yaw"]), "pose")
     v, w = _finite((sample["v"], sample["w"]), "twist")
-    return (x, y, yaw, v, w), f"x={x:.2f} y={y:.2f} m yaw={yaw:.2f} rad v={v:.2f} m/s w={w:.2f} rad/s"
+    return Reading((x, y, yaw, v, w), f"x={x:.2f} y={y:.2f} m yaw={yaw:.2f} rad v={v:.2f} m/s w={w:.2f} rad/s")
 
 
-def summarize_wrench(sample: Mapping) -> Tuple[Tuple[float, ...], str]:
-    force = _finite(sample["force"], "force")
+def summarize_wrench(sample: Mapping) -> Reading:
+    force = tuple(float(f) for f in sample["force"])
+    _refuse(wrench_refusal(force, tuple(float(t) for t in sample.get("torque") or ())))
     norm = math.sqrt(sum(f * f for f in force))
-    return (norm,), f"grip force {norm:.1f} N"
+    return Reading((norm,), f"grip force {norm:.1f} N")
 
 
-SUMMARIZERS: Dict[str, Callable[[Mapping], Tuple[Tuple[float, ...], str]]] = {
+def summarize_temperature(sample: Mapping) -> Reading:
+    """One motor's temperature; the topic's line lists every motor seen (``Aggregator.on_reading``)."""
+    try:
+        celsius = float(sample["temperature"])
+    except (TypeError, ValueError) as err:
+        raise SampleError(f"non-numeric motor temperature ({err})", NONFINITE) from err
+    _refuse(temperature_refusal(celsius))
+    motor, cut = bounded_name(sample.get("frame_id") or "motor")
+    return Reading((celsius,), "", motor=motor or "motor", truncated=int(cut))
+
+
+SUMMARIZERS: Dict[str, Callable[[Mapping], Reading]] = {
     "joint_states": summarize_joint_states, "imu": summarize_imu, "odometry": summarize_odometry,
-    "wrench": summarize_wrench,
+    "wrench": summarize_wrench, "temperature": summarize_temperature,
 }
 
 
@@ -206,7 +264,9 @@ class Aggregator:
 
     def __init__(self, specs: Sequence[TopicSpec], *, max_event_chars: int = 300, first_seq: int = 0,
                  watermark_period: float = 0.0, future_tolerance_s: float = math.inf, max_lag_s: float = math.inf,
-                 warmup_windows: int = 0, max_events_per_window: int = 0, event_window: float = 0.5):
+                 warmup_windows: int = 0, max_events_per_window: int = 0, event_window: float = 0.5,
+                 faults: Optional[FaultLog] = None):
+        self.faults = faults if faults is not None else FaultLog()   # counts the cut texts
         self.topics: Dict[str, _TopicState] = {}
         for spec in specs:
             if spec.type not in TOPIC_TYPES:
@@ -236,11 +296,12 @@ class Aggregator:
         > 0) by more than future_tolerance_s, or behind the newest accepted sample by more than
         max_lag_s. Call before ``watermark``/``on_sample``: a rejected sample moves nothing."""
         if not math.isfinite(stamp):
-            raise SampleError(f"non-finite stamp {stamp!r}")
+            raise SampleError(f"non-finite stamp {stamp!r}", "stamp")
         if now is not None and now > 0 and stamp > now + self.future_tolerance_s:
-            raise SampleError(f"stamp {stamp:.3f} s is {stamp - now:.3f} s ahead of the clock")
+            raise SampleError(f"stamp {stamp:.3f} s is {stamp - now:.3f} s ahead of the clock", "stamp")
         if self.last_sample_stamp is not None and stamp < self.last_sample_stamp - self.max_lag_s:
-            raise SampleError(f"stamp {stamp:.3f} s is {self.last_sample_stamp - stamp:.3f} s behind the stream")
+            raise SampleError(f"stamp {stamp:.3f} s is {self.last_sample_stamp - stamp:.3f} s behind the stream",
+                              "stamp")
 
     def _emit(self, chunk: ChunkOut) -> ChunkOut:
         chunk.seq = self.next_seq
@@ -295,8 +356,10 @@ class Aggregator:
         Returns the chunks to publish now, in order (a closed burst first, without watermarks)."""
         body = _SPACES.sub(" ", text or "").strip()
         if not body:
-            raise SampleError("empty event text")
+            raise SampleError("empty event text", "empty")
         if len(body) > self.max_event_chars:
+            self.faults.record("event_truncated", f"a {len(body)}-character event on {topic} cut to "
+                               f"{self.max_event_chars} characters")
             body = body[: self.max_event_chars] + " [truncated]"
         if self.watermark_period > 0 and self._next_watermark is not None:
             # the start of the open window: which samples were processed before the event (a
@@ -323,8 +386,36 @@ class Aggregator:
         out.append(self._emit(ChunkOut(-1, stamp, topic, KIND_EVENT, f"[{stamp:.1f}s] {topic}: {body}")))
         return out
 
+    def reading(self, topic: str, sample: Mapping) -> Reading:
+        """Validate and summarise a sample without taking it (SampleError when it is refused:
+        then nothing moved, so a node checks this before ``watermark``)."""
+        state = self.topics[topic]
+        reading = SUMMARIZERS[state.spec.type](sample)
+        if reading.motor and reading.motor not in state.extra and len(state.extra) >= MAX_NAMES:
+            raise SampleError(f"more than {MAX_NAMES} motors on {topic}", "too_many_names")
+        return reading
+
+    def take_sample(self, topic: str, sample: Mapping, stamp: float, now: Optional[float] = None) -> List[ChunkOut]:
+        """A sample as a node receives it: validated, its stamp checked (``now``: the clock), then
+        the chunks it makes due (the window it closes, its summary). A refused sample changes
+        nothing and is counted in ``faults`` as ``<topic>:<kind>`` (one log line per kind)."""
+        try:
+            reading = self.reading(topic, sample)
+            self.check_stamp(stamp, now)
+        except (SampleError, KeyError, TypeError, ValueError) as err:
+            kind = err.kind if isinstance(err, SampleError) else type(err).__name__
+            self.faults.record(f"{topic}:{kind}", f"ignored a sample on {topic}: {err}")
+            return []
+        out = self.watermark(stamp)
+        chunk = self.on_reading(topic, reading, stamp)
+        return out if chunk is None else out + [chunk]
+
     def on_sample(self, topic: str, sample: Mapping, stamp: float) -> Optional[ChunkOut]:
-        """Record a continuous sample; returns a summary chunk when one is due and worth it
+        """``reading`` then ``on_reading``: SampleError for a refused sample, which changes nothing."""
+        return self.on_reading(topic, self.reading(topic, sample), stamp)
+
+    def on_reading(self, topic: str, reading: Reading, stamp: float) -> Optional[ChunkOut]:
+        """Take a validated reading; returns a summary chunk when one is due and worth it
         (with watermarks, summaries come out of `watermark` instead and this returns None)."""
         state = self.topics[topic]
         # by the sample's stamp, not by whether the watermark got here first: a sample's fate must
@@ -332,15 +423,13 @@ class Aggregator:
         if (self.warmup_left > 0 and self._warmup_end is None) or \
                 (self._warmup_end is not None and stamp < self._warmup_end - 1e-9):
             return None
-        if state.spec.type == "temperature":
-            temperature = _finite([sample["temperature"]], "temperature")[0]
-            if not TEMPERATURE_RANGE[0] <= temperature <= TEMPERATURE_RANGE[1]:
-                raise SampleError(f"impossible motor temperature {temperature:g} C")
-            state.extra[str(sample.get("frame_id") or "motor")] = temperature
+        if reading.truncated:
+            self.faults.record("name_truncated", f"{reading.truncated} names on {topic} cut to their bound")
+        values, text = reading.values, reading.text
+        if reading.motor:
+            state.extra[reading.motor] = reading.values[0]
             values = tuple(state.extra[k] for k in sorted(state.extra))
             text = "motor temperatures[C] " + " ".join(f"{k}={state.extra[k]:.1f}" for k in sorted(state.extra))
-        else:
-            values, text = SUMMARIZERS[state.spec.type](sample)
         self.last_sample_stamp = stamp if self.last_sample_stamp is None else max(self.last_sample_stamp, stamp)
         if stamp - state.last_emit < state.spec.period:
             return None
@@ -348,6 +437,9 @@ class Aggregator:
                 max(abs(a - b) for a, b in zip(values, state.emitted)) < state.spec.threshold:
             return None
         state.emitted, state.last_emit = values, stamp
+        if len(text) > MAX_SUMMARY_CHARS:
+            self.faults.record("summary_truncated", f"a {len(text)}-character summary of {topic}")
+            text = text[:MAX_SUMMARY_CHARS] + TRUNCATION_MARK
         chunk = ChunkOut(-1, stamp, topic, KIND_CONTINUOUS, f"[{stamp:.2f}s] {topic}: {text}")
         if self.watermark_period > 0:
             self._window.append(chunk)

@@ -31,7 +31,8 @@ MESSAGE_TYPES = {"joint_states": JointState, "imu": Imu, "odometry": Odometry, "
 def to_sample(kind: str, msg):
     """ROS message -> the plain sample the Aggregator summarises."""
     if kind == "joint_states":
-        return {"name": list(msg.name), "position": list(msg.position), "velocity": list(msg.velocity)}
+        return {"name": list(msg.name), "position": list(msg.position), "velocity": list(msg.velocity),
+                "effort": list(msg.effort)}
     if kind == "imu":
         a, w = msg.linear_acceleration, msg.angular_velocity
         return {"linear_acceleration": (a.x, a.y, a.z), "angular_velocity": (w.x, w.y, w.z)}
@@ -42,8 +43,8 @@ def to_sample(kind: str, msg):
     if kind == "temperature":
         return {"temperature": msg.temperature, "frame_id": msg.header.frame_id}
     if kind == "wrench":
-        f = msg.wrench.force
-        return {"force": (f.x, f.y, f.z)}
+        f, t = msg.wrench.force, msg.wrench.torque
+        return {"force": (f.x, f.y, f.z), "torque": (t.x, t.y, t.z)}
     raise ValueError(kind)
 
 
@@ -59,13 +60,13 @@ class AggregatorNode(Node):
     def __init__(self, **kwargs):
         super().__init__("aggregator", **kwargs)
         config, specs = declare_config(self)
+        self.faults = FaultLog(self.get_logger().warning, counted_in="the aggregator (not logged)")
         self.aggregator = Aggregator(specs, max_event_chars=config.max_event_chars,
                                      watermark_period=config.watermark_period,
                                      future_tolerance_s=config.future_tolerance_s, max_lag_s=config.max_lag_s,
                                      warmup_windows=config.warmup_windows,
                                      max_events_per_window=config.max_events_per_window,
-                                     event_window=config.event_window)
-        self.faults = FaultLog(self.get_logger().warning, counted_in="the aggregator (not logged)")
+                                     event_window=config.event_window, faults=self.faults)
         self._lock = threading.Lock()   # one sequence, whatever thread a callback runs on
         self.epoch = time.time_ns()      # names this sequence: a restart starts a newer one at seq 0
         self.publisher = self.create_publisher(StateChunk, "state_chunks", qos.CHUNK_STREAM,
@@ -101,17 +102,14 @@ class AggregatorNode(Node):
     def _on_sample(self, spec: TopicSpec, msg) -> None:
         try:
             sample = to_sample(spec.type, msg)
-            stamp = stamp_or_now(self, msg.header)
-            with self._lock:
-                self.aggregator.check_stamp(stamp, self.get_clock().now().nanoseconds * 1e-9)
-                for chunk in self.aggregator.watermark(stamp):   # the closed window, then its watermark
-                    self._publish(chunk)
-                chunk = self.aggregator.on_sample(spec.topic, sample, stamp)
-                if chunk is not None:
-                    self._publish(chunk)
-        except (SampleError, KeyError, TypeError, ValueError) as err:
-            kind = "stamp" if "stamp" in str(err) else type(err).__name__
-            self.faults.record(f"{spec.topic}:{kind}", f"ignored a sample on {spec.topic}: {err}")
+        except (KeyError, TypeError, ValueError, OverflowError) as err:
+            self.faults.record(f"{spec.topic}:{type(err).__name__}", f"ignored a sample on {spec.topic}: {err}")
+            return
+        stamp = stamp_or_now(self, msg.header)
+        with self._lock:
+            for chunk in self.aggregator.take_sample(spec.topic, sample, stamp,
+                                                     self.get_clock().now().nanoseconds * 1e-9):
+                self._publish(chunk)
 
 
 def main(args=None) -> int:
