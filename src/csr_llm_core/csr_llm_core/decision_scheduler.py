@@ -267,8 +267,8 @@ class DecisionScheduler(Generic[Item]):
         - chunks queued when it is due go first (once: the next round takes it whatever is queued
           then), so it decides on the newest state;
         - due times that passed while the thread was busy make one decision, not one each;
-        - an event or request decision that began at or after the due time was on a newer state:
-          none then.
+        - an event or request decision that began at or after the newest of them was on a newer
+          state: none then.
         """
         with self._wake:
             if not self._clock_due():
@@ -279,7 +279,8 @@ class DecisionScheduler(Generic[Item]):
             assert self._next_due is not None and self._period is not None
             due, now = self._next_due, self._clock()
             missed = max(0, math.floor((now - due) / self._period + STAMP_EPS))
-            overtaken = self._last_start is not None and self._last_start >= due - STAMP_EPS
+            newest = due + missed * self._period
+            overtaken = self._last_start is not None and self._last_start >= newest - STAMP_EPS
             self._next_due = due + (missed + 1) * self._period
             self._deferred = False
             self._counts = replace(self._counts,

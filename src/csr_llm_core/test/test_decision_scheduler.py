@@ -10,7 +10,7 @@ from csr_llm_common.catalogue import PausedTask
 from csr_llm_core.asr_rebuilder import AsrRebuilder
 from csr_llm_core.decision_rounds import DecisionRounds
 from csr_llm_core.decision_scheduler import AppendPlan, ChunkHeader, ChunkKind, DecisionScheduler, \
-    RunningTaskSource, SchedulePolicy, Trigger
+    RunningTaskSource, ScheduleCounts, SchedulePolicy, Trigger
 from csr_llm_core.running_task import RunningTask
 
 
@@ -466,9 +466,10 @@ def test_clock_mode_periodic_decisions_that_fall_due_while_busy_are_skipped_and_
     assert len(decisions) + 1 + s.counts().skipped_periodic == due_times
 
 
-def test_a_backlog_drains_in_coalesced_rounds_with_every_chunk_once_and_in_order():
+@pytest.mark.parametrize("decision_hz", [0.0, 2.0])
+def test_a_backlog_drains_in_coalesced_rounds_with_every_chunk_once_and_in_order(decision_hz):
     clock = FakeClock(100.0)
-    s = scheduler(clock, decision_hz=2.0)
+    s = scheduler(clock, decision_hz=decision_hz)
     node = FakeNode(clock, decision_s=0.4)
     stream = [event(seq, seq * 0.01) if seq % 5 == 0 else continuous(seq, seq * 0.01) for seq in range(1000)]
     burst = iter(range(1, 1000, 50))
@@ -484,8 +485,11 @@ def test_a_backlog_drains_in_coalesced_rounds_with_every_chunk_once_and_in_order
     assert not [entry for entry in node.log if entry[0] in ("dropped", "failed")]
     events = node.decisions("EVENT")
     # one event decision per round, right after its newest event; every event decided, coalesced ones counted
-    assert len(events) == 21 and len(events) + s.counts().coalesced_events == 200
-    assert [entry[3] for entry in events] == [0] + list(range(50, 951, 50)) + [995]
+    assert len(events) + s.counts().coalesced_events == 200
+    assert all(entry[3] % 5 == 0 for entry in events) and events[-1][3] == 995
+    if not decision_hz:        # a round per decision: the fifty chunks that came during it
+        assert [entry[3] for entry in events] == [0] + list(range(50, 951, 50)) + [995]
+    assert len(node.decisions()) <= 22
 
 
 def test_clock_mode_holds_the_rebuild_only_while_a_decision_is_due():
@@ -535,3 +539,14 @@ def test_the_counts_are_logged_at_most_every_report_period_when_they_grew():
     assert "3 periodic decisions skipped" in s.counts_report()
     mono.now = 70.0
     assert s.counts_report() == ""            # nothing new
+
+
+def test_clock_mode_an_event_decision_overtakes_only_the_due_times_it_began_after():
+    clock = FakeClock(100.0)
+    s = scheduler(clock, decision_hz=2.0)
+    s.periodic_due()                           # due at 100.5
+    clock.now = 100.6
+    s.decision_started(Trigger.EVENT, events=3)
+    clock.now = 102.2                          # a long event decision: 101.0 ... 102.0 fell due meanwhile
+    assert s.take_clock_due()                  # one on the newest state; 100.5 overtaken, 101.0, 101.5 missed
+    assert s.counts() == ScheduleCounts(skipped_periodic=3, coalesced_events=2)
