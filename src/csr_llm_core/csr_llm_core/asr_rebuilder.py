@@ -61,6 +61,8 @@ class AsrRebuilder:
         self._warm_thread: Optional[threading.Thread] = None
         self._primary_idle = threading.Event()     # cleared while a decision runs: the rebuild pauses
         self._primary_idle.set()
+        self._pausers = 0                          # decision_running contexts open (they nest)
+        self._pausers_lock = threading.Lock()
         self._stop = threading.Event()
         self._cancel = threading.Event()
         self._stopping = threading.Event()     # begin_stop: decisions no longer wait for a swap
@@ -87,15 +89,28 @@ class AsrRebuilder:
         with self._lock:
             return sum(c.n_tokens for c in self._buffer)
 
+    @property
+    def paused(self) -> bool:
+        """The rebuild yields at its next batch boundary (a decision runs or is due)."""
+        return not self._primary_idle.is_set()
+
     @contextlib.contextmanager
     def decision_running(self, pause: bool = True) -> Iterator[None]:
-        """While a decision (or a save) runs on the primary, the rebuild pauses (`pause`)."""
-        if pause:
+        """While a decision (or a save) runs on the primary, or one is due, the rebuild pauses
+        (`pause`); nested uses (a due decision, then the decision) end the pause at the outer end."""
+        if not pause:
+            yield
+            return
+        with self._pausers_lock:
+            self._pausers += 1
             self._primary_idle.clear()
         try:
             yield
         finally:
-            self._primary_idle.set()
+            with self._pausers_lock:
+                self._pausers -= 1
+                if not self._pausers:
+                    self._primary_idle.set()
 
     @contextlib.contextmanager
     def _unpaused(self) -> Iterator[None]:

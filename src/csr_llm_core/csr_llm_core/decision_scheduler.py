@@ -8,13 +8,17 @@ The node hands every input here and does what the answers say:
 - ``plan_chunk`` says what one chunk does: dropped (stale epoch, duplicate), a new sequence (a
   restarted aggregator), in ``chunks`` mode the periodic decision due before it, its text added,
   an event decision after it;
-- in ``clock`` mode ``take_clock_due`` says when the periodic decision is due on the node clock;
+- in ``clock`` mode ``take_clock_due`` says when the periodic decision is due on the node clock:
+  on a grid of 1/decision_hz, after the chunks queued meanwhile (once), and skipped (counted) when
+  the thread was busy past a due time or an event or request decision started after it (that one
+  was on a newer state);
 - ``plan_append`` says whether the thread appends pending tokens now or leaves them for after
   the decision that is due (``decision_waiting`` stops an append at a batch boundary);
 - ``take_checkpoint_due`` says when the logical state is saved.
 
 Every decision the node makes goes through one of these answers, so the order in which they are
-taken (requests, then periodic decisions, events in stream order) lives here.
+taken (events in stream order, then requests, then periodic decisions) lives here; decision_rounds.py
+carries a round out in that order.
 """
 from __future__ import annotations
 
@@ -22,9 +26,9 @@ import math
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum, IntEnum
-from typing import Callable, Deque, Generic, List, Optional, Tuple, TypeVar
+from typing import Callable, Deque, Dict, Generic, List, Optional, Tuple, TypeVar
 
 from csr_llm_common.catalogue import PausedTask
 
@@ -33,6 +37,7 @@ from .running_task import RunningTask, RunningTaskHistory
 DECISION_TRIGGERS = ("clock", "chunks")
 RUNNING_SOURCES = ("router_status", "router_status_at_stamp", "decisions")
 POLL_S = 0.01            # the decision thread re-reads the clock this often while idle
+REPORT_PERIOD_S = 30.0   # the skipped and coalesced counts are logged at most this often, when they grew
 STAMP_EPS = 1e-9         # stamps within this of a due time count as at it
 
 Item = TypeVar("Item")
@@ -98,6 +103,17 @@ class Round(Generic[Item]):
     request: bool
 
 
+@dataclass(frozen=True)
+class ScheduleCounts:
+    skipped_periodic: int = 0      # periodic due times that made no decision (overtaken or missed)
+    coalesced_events: int = 0      # event chunks decided by a later event's decision in their round
+
+    def line(self, since: "ScheduleCounts", seconds: float) -> str:
+        return (f"decision schedule: {self.skipped_periodic - since.skipped_periodic} periodic decisions "
+                f"skipped, {self.coalesced_events - since.coalesced_events} events decided together with a "
+                f"later one in the last {seconds:.0f} s (totals {self.skipped_periodic}, {self.coalesced_events})")
+
+
 class AppendPlan(Enum):
     RUN = "run"        # append now; a decision that falls due stops it at a batch boundary
     DEFER = "defer"    # append in a round of its own, once no decision waits
@@ -148,6 +164,10 @@ class DecisionScheduler(Generic[Item]):
         self._stopping = False
         self._preempted = False     # the last append stopped for a due decision: resume it
         self._next_due: Optional[float] = None
+        self._deferred = False      # clock mode: the due periodic decision waits for the queued chunks
+        self._last_start: Optional[float] = None   # clock mode: when the newest event or request decision began
+        self._counts = ScheduleCounts()
+        self._reported = (ScheduleCounts(), monotonic())
 
     # --- inputs (executor) -----------------------------------------------------------------
     def submit_chunk(self, item: Item) -> None:
@@ -184,6 +204,25 @@ class DecisionScheduler(Generic[Item]):
         with self._wake:
             return len(self._queue)
 
+    def counts(self) -> ScheduleCounts:
+        with self._wake:
+            return self._counts
+
+    def status(self) -> Dict[str, int]:
+        counts = self.counts()
+        return {"backlog_chunks": self.backlog(), "skipped_periodic": counts.skipped_periodic,
+                "coalesced_events": counts.coalesced_events}
+
+    def counts_report(self) -> str:
+        """A log line when the counts grew and REPORT_PERIOD_S passed since the last one, else ""."""
+        now = self._monotonic()
+        with self._wake:
+            since, at = self._reported
+            if now - at < REPORT_PERIOD_S or self._counts == since:
+                return ""
+            self._reported = (self._counts, now)
+            return self._counts.line(since, now - at)
+
     def next_decision_due(self) -> float:
         """The stamp of the next periodic decision in ``chunks`` mode: none before it will come
         (0 = not known yet, or ``clock`` mode)."""
@@ -216,15 +255,46 @@ class DecisionScheduler(Generic[Item]):
                 self._next_due = now + self._period
             return now >= self._next_due
 
+    def periodic_due(self) -> bool:
+        """In ``clock`` mode: whether the periodic decision's due time has come."""
+        with self._wake:
+            return self._clock_due()
+
     def take_clock_due(self) -> bool:
-        """In ``clock`` mode: whether the periodic decision is due now; the next one is then a
-        period later (or now, when this one came late: late decisions do not pile up)."""
+        """In ``clock`` mode: whether to take the periodic decision now. Due times stay on a grid
+        of 1/decision_hz; late decisions do not pile up, they are skipped (counted):
+
+        - chunks queued when it is due go first (once: the next round takes it whatever is queued
+          then), so it decides on the newest state;
+        - due times that passed while the thread was busy make one decision, not one each;
+        - an event or request decision that began at or after the newest of them was on a newer
+          state: none then.
+        """
         with self._wake:
             if not self._clock_due():
                 return False
+            if self._queue and not self._deferred:
+                self._deferred = True
+                return False
             assert self._next_due is not None and self._period is not None
-            self._next_due = max(self._next_due + self._period, self._clock())
-            return True
+            due, now = self._next_due, self._clock()
+            missed = max(0, math.floor((now - due) / self._period + STAMP_EPS))
+            newest = due + missed * self._period
+            overtaken = self._last_start is not None and self._last_start >= newest - STAMP_EPS
+            self._next_due = due + (missed + 1) * self._period
+            self._deferred = False
+            self._counts = replace(self._counts,
+                                   skipped_periodic=self._counts.skipped_periodic + missed + int(overtaken))
+            return not overtaken
+
+    def decision_started(self, trigger: Trigger, events: int = 0) -> None:
+        """The node starts a decision (``events``: the event chunks it decides)."""
+        with self._wake:
+            if trigger != Trigger.PERIODIC:
+                self._last_start = self._clock()
+            if events > 1:
+                self._counts = replace(self._counts,
+                                       coalesced_events=self._counts.coalesced_events + events - 1)
 
     def decision_waiting(self) -> bool:
         """Something the decision thread must handle before appending more: a queued chunk (it may

@@ -43,7 +43,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Union
+from typing import Callable, ContextManager, List, Optional, Sequence, Union
 
 from csr_llm_common.catalogue import IntentCatalogue, PausedTask
 
@@ -288,6 +288,11 @@ class Reasoner:
                         self._fail_over(serving, err)
                     except NoResourceAvailable:
                         return True   # nothing can hold the prefix now; the logical state keeps every chunk
+
+    def decision_due(self) -> ContextManager[None]:
+        """The owner has a decision due: the background rebuild yields from now (with
+        `rebuild_pause`), as it does while a decision runs."""
+        return self.rebuilder.decision_running(pause=self.config.rebuild_pause)
 
     def pump_should_stop(self, seconds_to_due: float) -> bool:
         """See PrimaryAppender.should_stop."""

@@ -6,7 +6,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Callable, ContextManager, Dict, Optional, Tuple
 
 from rclpy.node import Node
 
@@ -17,7 +17,8 @@ from csr_llm_msgs.msg import CsrStatus, Decision, RouterStatus, StateChunk
 from .backend import BackendUnavailable, DecisionRefused, NoResourceAvailable
 from csr_llm_common.catalogue import IntentCatalogue, PausedTask
 from .csr_state import ChunkRejected, new_session_id
-from .decision_scheduler import AppendPlan, ChunkHeader, DecisionScheduler, RunningTaskSource, SchedulePolicy, Trigger
+from .decision_rounds import DecisionRounds
+from .decision_scheduler import ChunkHeader, DecisionScheduler, RunningTaskSource, SchedulePolicy, Trigger
 from .engine import StateFileError
 from .failover import ResourceHealth
 from csr_llm_common.faults import FaultLog
@@ -60,6 +61,7 @@ class ReasoningNode(Node):
                            decide_on_request=cfg.decide_on_request,
                            checkpoint_period_s=float(cfg.checkpoint_period_s) if self.state_dir else 0.0),
             clock=self._now, append_stops=lambda seconds: self.reasoner.pump_should_stop(seconds))
+        self.rounds: DecisionRounds[StateChunk] = DecisionRounds(self.scheduler, self)
         try:
             catalogue = IntentCatalogue.from_file(intents_file)
             template = PromptTemplate.from_file(prompt_file)
@@ -150,7 +152,7 @@ class ReasoningNode(Node):
         self._status_sub = self.create_subscription(RouterStatus, "router_status", self._on_router_status, 10)
         self.create_subscription(StateChunk, "state_chunks", self._on_chunk, qos.CHUNK_STREAM)
         self.create_subscription(String, "decision_request", self._on_request, 10)
-        self.create_timer(1.0 / status_hz, self._publish_status)
+        self.create_timer(1.0 / status_hz, self.publish_status)
         self._thread = threading.Thread(target=self._decision_loop, name="decision-loop", daemon=True)
         self._thread.start()
 
@@ -181,26 +183,7 @@ class ReasoningNode(Node):
     def _decision_loop(self) -> None:
         self.reasoner.warm_secondary()     # in the background: the first eviction then rebuilds the live chunks only
         while (work := self.scheduler.wait_for_work(self.reasoner.last_seq)) is not None:
-            decided = False
-            for msg in work.chunks:      # one failing chunk or decision must not drop the chunks behind it
-                try:
-                    decided |= self._apply_chunk(msg)
-                except Exception as err:  # noqa: BLE001 - keep the node up; logged once per kind
-                    self.decision_faults.record(f"failed:{type(err).__name__}",
-                                                f"chunk {msg.seq} or its decision failed: {err}")
-            try:
-                if work.request:
-                    self._decide(Trigger.REQUEST)
-                    decided = True
-                if self.scheduler.take_clock_due():
-                    self._decide(Trigger.PERIODIC)
-                    decided = True
-                plan = self.scheduler.plan_append(bool(work.chunks), decided, self.reasoner.uncached_tokens)
-                if plan is AppendPlan.RUN:   # a decision due meanwhile stops it at a batch boundary
-                    self.scheduler.append_ended(self.reasoner.pump(preempt=self.scheduler.decision_waiting))
-            except Exception as err:  # noqa: BLE001 - keep the node up; the next trigger retries
-                self.decision_faults.record(f"failed:{type(err).__name__}", f"a decision failed: {err}")
-                time.sleep(0.1)
+            self.rounds.run(work)
             self._maybe_checkpoint()
 
     def _maybe_checkpoint(self) -> None:
@@ -213,41 +196,43 @@ class ReasoningNode(Node):
         except OSError as err:
             self.decision_faults.record("checkpoint", f"could not checkpoint to {self.state_dir}: {err}")
 
-    def _apply_chunk(self, msg: StateChunk, decide: bool = True) -> bool:
-        """Apply one chunk in stream order, deciding where the schedule says; returns whether it decided."""
-        chunk = ChunkHeader(int(msg.seq), int(msg.kind), stamp_to_sec(msg.header.stamp), int(msg.epoch))
-        plan = self.scheduler.plan_chunk(chunk, self.reasoner.sequence_epoch, self.reasoner.last_seq, decide)
-        if plan.new_sequence:
-            if self.reasoner.sequence_epoch:
-                self.get_logger().info(f"the aggregator restarted (sequence epoch {chunk.epoch}): its chunks from "
-                                       f"seq {chunk.seq} on continue the state")
-            self.reasoner.start_sequence(chunk.epoch, chunk.seq)
-        if plan.dropped:
-            if plan.fault:
-                self.chunk_faults.record(plan.fault, plan.fault_detail)
-            return False
-        if plan.publish_status:
-            self._publish_status()
-        decided = False
-        if plan.periodic_at is not None:
-            try:
-                self._decide(Trigger.PERIODIC, stamp=plan.periodic_at)
-                decided = True
-            finally:
-                self.scheduler.periodic_done(chunk.stamp)
-        if not plan.add:
-            return decided
+    # --- what a round does (decision_rounds.RoundActions) -------------------------------------
+    def chunk_header(self, msg: StateChunk) -> ChunkHeader:
+        return ChunkHeader(int(msg.seq), int(msg.kind), stamp_to_sec(msg.header.stamp), int(msg.epoch))
+
+    def state_sequence(self) -> Tuple[int, Optional[int]]:
+        return self.reasoner.sequence_epoch, self.reasoner.last_seq
+
+    def start_sequence(self, epoch: int, seq: int) -> None:
+        if self.reasoner.sequence_epoch:
+            self.get_logger().info(f"the aggregator restarted (sequence epoch {epoch}): its chunks from "
+                                   f"seq {seq} on continue the state")
+        self.reasoner.start_sequence(epoch, seq)
+
+    def chunk_dropped(self, fault: str, detail: str) -> None:
+        self.chunk_faults.record(fault, detail)
+
+    def add_chunk(self, msg: StateChunk, stamp: float) -> bool:
         try:
-            self.reasoner.add_chunk(msg.seq, msg.text, source=msg.source_topic, kind=msg.kind, stamp=chunk.stamp)
+            self.reasoner.add_chunk(msg.seq, msg.text, source=msg.source_topic, kind=msg.kind, stamp=stamp)
+            return True
         except ChunkRejected as err:
             self.get_logger().warning(str(err))
-            return decided
-        if plan.decide_event:
-            self._decide(Trigger.EVENT, stamp=plan.event_stamp)
-            decided = True
-        return decided
+            return False
 
-    def _decide(self, trigger: Trigger, stamp: Optional[float] = None) -> None:
+    def pump(self, preempt: Callable[[], bool]) -> bool:
+        return self.reasoner.pump(preempt=preempt)
+
+    def uncached_tokens(self) -> int:
+        return self.reasoner.uncached_tokens
+
+    def round_failed(self, kind: str, detail: str) -> None:
+        self.decision_faults.record(kind, detail)
+
+    def hold_rebuild(self) -> ContextManager[None]:
+        return self.reasoner.decision_due()
+
+    def decide(self, trigger: Trigger, stamp: Optional[float] = None) -> None:
         running = self.running.for_decision(stamp)
         try:
             decision = self.reasoner.decide(running=running.intent, interrupts=running.interrupt_depth,
@@ -273,7 +258,7 @@ class ReasoningNode(Node):
         self.decision_id += 1
         self.decision_pub.publish(msg)
 
-    def _publish_status(self) -> None:
+    def publish_status(self) -> None:
         s = self.reasoner.status()
         msg = CsrStatus(prefix_tokens=s["prefix_tokens"], static_tokens=s["static_tokens"], tau_mem=s["tau_mem"],
                         chunk_count=s["chunk_count"], state_version=s["state_version"],
@@ -289,6 +274,9 @@ class ReasoningNode(Node):
                         last_decision_id=self.decision_id - 1)
         msg.header.stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(msg)
+        counts = self.scheduler.counts_report()    # CsrStatus has no field for them: logged instead
+        if counts:
+            self.get_logger().info(counts)
 
     def _join_decision_thread(self) -> bool:
         """True when the decision thread ended in time; else one line saying where it is and what is left.
@@ -323,8 +311,8 @@ class ReasoningNode(Node):
         if not self._join_decision_thread():
             self.exit_without_teardown = True    # the interpreter's teardown would free them under the call
             return super().destroy_node()
-        for msg in self.scheduler.drain():    # accepted chunks are kept (and saved), not dropped at shutdown
-            self._apply_chunk(msg, decide=False)
+        # accepted chunks are kept (and saved), not dropped at shutdown
+        self.rounds.apply_at_stop(self.scheduler.drain())
         if self.state_dir:
             self._save_state_at_stop()
         if not self.reasoner.close():         # a rebuild still inside llama.cpp: its engines stay open

@@ -1,12 +1,16 @@
 """The reasoning node's decision schedule, without rclpy: what is due when, in which order, and that
 no chunk or request is lost between the executor and the decision thread."""
+import contextlib
+import logging
 import threading
 
 import pytest
 
 from csr_llm_common.catalogue import PausedTask
+from csr_llm_core.asr_rebuilder import AsrRebuilder
+from csr_llm_core.decision_rounds import DecisionRounds
 from csr_llm_core.decision_scheduler import AppendPlan, ChunkHeader, ChunkKind, DecisionScheduler, \
-    RunningTaskSource, SchedulePolicy, Trigger
+    RunningTaskSource, ScheduleCounts, SchedulePolicy, Trigger
 from csr_llm_core.running_task import RunningTask
 
 
@@ -31,12 +35,89 @@ def continuous(seq, stamp, epoch=0):
     return ChunkHeader(seq, ChunkKind.CONTINUOUS, stamp, epoch)
 
 
+def watermark(seq, stamp):
+    return ChunkHeader(seq, ChunkKind.WATERMARK, stamp)
+
+
+class FakeNode:
+    """The node's side of a round (decision_rounds.RoundActions) over ChunkHeader items: the state is
+    the list of seqs added; each decision is logged with the newest seq it saw and whether the
+    rebuild was held; a decision advances ``clock`` by ``decision_s`` and may run ``during_decision``."""
+
+    def __init__(self, clock=None, decision_s=0.0):
+        self.clock = clock
+        self.decision_s = decision_s
+        self.during_decision = None
+        self.state = []
+        self.log = []
+        self.held = 0
+
+    def decisions(self, trigger=None):
+        return [entry for entry in self.log if entry[0] == "decide" and trigger in (None, entry[1])]
+
+    def chunk_header(self, item):
+        return item
+
+    def state_sequence(self):
+        return 0, (self.state[-1] if self.state else None)
+
+    def start_sequence(self, epoch, seq):
+        self.log.append(("sequence", epoch, seq))
+
+    def chunk_dropped(self, fault, detail):
+        self.log.append(("dropped", fault))
+
+    def publish_status(self):
+        self.log.append(("status",))
+
+    def add_chunk(self, item, stamp):
+        self.state.append(item.seq)
+        self.log.append(("add", item.seq, self.held))
+        return True
+
+    def decide(self, trigger, stamp):
+        self.log.append(("decide", Trigger(trigger).name, stamp, self.state[-1] if self.state else None, self.held))
+        if self.clock is not None:
+            self.clock.now += self.decision_s
+        if self.during_decision is not None:
+            self.during_decision()
+
+    def pump(self, preempt):
+        self.log.append(("pump",))
+        return True
+
+    def uncached_tokens(self):
+        return 0
+
+    def round_failed(self, kind, detail):
+        self.log.append(("failed", kind, detail))
+
+    @contextlib.contextmanager
+    def hold_rebuild(self):
+        self.held += 1
+        try:
+            yield
+        finally:
+            self.held -= 1
+
+
+def run_rounds(s, node, batches):
+    """Each batch queued, then the rounds that take it (a round takes whatever is queued)."""
+    rounds = DecisionRounds(s, node, sleep=lambda seconds: None)
+    for batch in batches:
+        for chunk in batch:
+            s.submit_chunk(chunk)
+        while s.backlog():
+            rounds.run(s.wait_for_work(last_seq=None))
+    return rounds
+
+
 def test_trigger_values_are_the_decision_messages():
     assert (Trigger.PERIODIC, Trigger.EVENT, Trigger.REQUEST) == (0, 1, 2)
     assert (ChunkKind.EVENT, ChunkKind.CONTINUOUS, ChunkKind.WATERMARK) == (0, 1, 2)
 
 
-def test_clock_mode_decides_every_period_and_late_decisions_do_not_pile_up():
+def test_clock_mode_decides_every_period_and_late_decisions_are_skipped_not_piled_up():
     clock = FakeClock(100.0)
     s = scheduler(clock, decision_hz=2.0)
     assert not s.take_clock_due()              # the first due time is a period after the first look
@@ -44,13 +125,16 @@ def test_clock_mode_decides_every_period_and_late_decisions_do_not_pile_up():
     assert not s.take_clock_due()
     clock.now = 100.5
     assert s.take_clock_due() and not s.take_clock_due()
-    clock.now = 103.2            # after a slow decision: one late decision and one at once, not six
-    assert [s.take_clock_due() for _ in range(4)] == [True, True, False, False]
-    clock.now = 103.69
+    assert s.counts().skipped_periodic == 0
+    clock.now = 103.2            # after a slow decision: one decision (for 103.0), the four due times before it skipped
+    assert [s.take_clock_due() for _ in range(3)] == [True, False, False]
+    assert s.counts().skipped_periodic == 4
+    clock.now = 103.49           # the due times stay on the grid
     assert not s.take_clock_due()
-    clock.now = 103.7
+    clock.now = 103.5
     assert s.take_clock_due()
     assert s.next_decision_due() == 0.0        # only chunks mode announces its due time
+    assert s.status() == {"backlog_chunks": 0, "skipped_periodic": 4, "coalesced_events": 0}
 
 
 def test_no_periodic_decisions_at_zero_hz_or_on_the_clock_in_chunks_mode():
@@ -301,3 +385,168 @@ def test_the_running_task_from_this_nodes_own_decisions():
     running.decided("answer_door", {})
     assert running.for_decision(None) == RunningTask("answer_door", 0, PausedTask("fetch_box", {"zone": "a"}))
     assert calls[0] == (None, None, "fetch_box")
+
+
+# --- rounds: the order decisions are taken in ----------------------------------------------------
+STREAM = [continuous(0, 0.1), event(1, 0.3), continuous(2, 0.6), event(3, 0.7), watermark(4, 1.0),
+          event(4, 1.2), event(5, 1.3)]
+# chunks mode, 2 Hz: every boundary in stream order, stamped with the chunks' own time
+CHUNKS_MODE_LOG = [("status",), ("add", 0, 0),
+                   ("add", 1, 0), ("decide", "EVENT", 0.3, 1, 0),
+                   ("decide", "PERIODIC", 0.5, 1, 0), ("add", 2, 0),
+                   ("add", 3, 0), ("decide", "EVENT", 0.7, 3, 0),
+                   ("decide", "PERIODIC", 1.0, 3, 0),
+                   ("add", 4, 0), ("decide", "EVENT", 1.2, 4, 0),
+                   ("add", 5, 0), ("decide", "EVENT", 1.3, 5, 0)]
+
+
+@pytest.mark.parametrize("split", [[7], [1, 1, 1, 1, 1, 1, 1], [2, 3, 2], [4, 3]])
+def test_chunks_mode_decides_on_every_boundary_in_order_however_the_stream_is_queued(split):
+    s = scheduler(trigger="chunks", decision_hz=2.0)
+    node = FakeNode()
+    batches, start = [], 0
+    for size in split:
+        batches.append(STREAM[start:start + size])
+        start += size
+    run_rounds(s, node, batches)
+    assert [entry for entry in node.log if entry[0] != "pump"] == CHUNKS_MODE_LOG   # never held, never coalesced
+    assert s.counts().skipped_periodic == 0 and s.counts().coalesced_events == 0
+
+
+def test_at_stop_the_queued_chunks_go_into_the_state_without_a_decision():
+    s = scheduler(trigger="chunks", decision_hz=2.0)
+    node = FakeNode()
+    for chunk in STREAM:
+        s.submit_chunk(chunk)
+    s.stop()
+    DecisionRounds(s, node).apply_at_stop(s.drain())
+    assert node.state == [0, 1, 2, 3, 4, 5] and not node.decisions()
+
+
+def test_clock_mode_an_event_outranks_the_pending_periodic_decision():
+    clock = FakeClock(100.0)
+    s = scheduler(clock, decision_hz=2.0)
+    assert not s.periodic_due()                # due at 100.5
+    clock.now = 100.6                          # due, and a backlog with two events behind it
+    node = FakeNode(clock)
+    run_rounds(s, node, [[continuous(0, 1.0), event(1, 1.1), continuous(2, 1.2), event(3, 1.3), continuous(4, 1.4)]])
+    # the chunks up to the last event, one event decision on them (stamped now), then the rest;
+    # the periodic decision it overtook is skipped and counted; the rebuild yields meanwhile
+    assert [entry for entry in node.log if entry[0] != "pump"] == [
+        ("add", 0, 1), ("add", 1, 1), ("add", 2, 1), ("add", 3, 1), ("decide", "EVENT", None, 3, 1), ("add", 4, 1)]
+    assert s.counts().skipped_periodic == 1 and s.counts().coalesced_events == 1
+    assert s.status()["coalesced_events"] == 1
+
+
+def test_clock_mode_a_periodic_decision_due_during_a_decision_comes_after_on_the_newest_state():
+    clock = FakeClock(100.0)
+    s = scheduler(clock, decision_hz=2.0)
+    assert not s.periodic_due()                # due at 100.5
+    node = FakeNode(clock, decision_s=0.7)
+    node.during_decision = lambda: s.submit_chunk(continuous(1, 2.0)) if len(node.state) == 1 else None
+    run_rounds(s, node, [[event(0, 1.9)]])
+    # due at 100.5 while the event decision ran: taken once the chunk that came meanwhile is in
+    assert node.decisions() == [("decide", "EVENT", None, 0, 1), ("decide", "PERIODIC", None, 1, 1)]
+    assert s.counts().skipped_periodic == 0
+
+
+def test_clock_mode_periodic_decisions_that_fall_due_while_busy_are_skipped_and_counted():
+    clock = FakeClock(100.0)
+    s = scheduler(clock, decision_hz=2.0)
+    assert not s.periodic_due()                # due at 100.5, 101.0, ...
+    clock.now = 100.5
+    node = FakeNode(clock, decision_s=1.2)     # each decision outlasts two periods
+    rounds = DecisionRounds(s, node)
+    while clock.now < 110.0:
+        rounds.run(s.wait_for_work(last_seq=None))
+    decisions = node.decisions("PERIODIC")
+    assert len(decisions) == 8                 # one each time the thread is free, never back to back
+    assert s.take_clock_due()                  # one more now: every due time up to now is decided or counted
+    due_times = int((clock.now - 100.5) // 0.5) + 1
+    assert len(decisions) + 1 + s.counts().skipped_periodic == due_times
+
+
+@pytest.mark.parametrize("decision_hz", [0.0, 2.0])
+def test_a_backlog_drains_in_coalesced_rounds_with_every_chunk_once_and_in_order(decision_hz):
+    clock = FakeClock(100.0)
+    s = scheduler(clock, decision_hz=decision_hz)
+    node = FakeNode(clock, decision_s=0.4)
+    stream = [event(seq, seq * 0.01) if seq % 5 == 0 else continuous(seq, seq * 0.01) for seq in range(1000)]
+    burst = iter(range(1, 1000, 50))
+
+    def fifty_more():                           # the burst keeps coming while the thread decides
+        start = next(burst, None)
+        for chunk in stream[start:start + 50] if start is not None else []:
+            s.submit_chunk(chunk)
+
+    node.during_decision = fifty_more
+    run_rounds(s, node, [[stream[0]]])
+    assert node.state == list(range(1000))     # gap-free: none lost, none twice
+    assert not [entry for entry in node.log if entry[0] in ("dropped", "failed")]
+    events = node.decisions("EVENT")
+    # one event decision per round, right after its newest event; every event decided, coalesced ones counted
+    assert len(events) + s.counts().coalesced_events == 200
+    assert all(entry[3] % 5 == 0 for entry in events) and events[-1][3] == 995
+    if not decision_hz:        # a round per decision: the fifty chunks that came during it
+        assert [entry[3] for entry in events] == [0] + list(range(50, 951, 50)) + [995]
+    assert len(node.decisions()) <= 22
+
+
+def test_clock_mode_holds_the_rebuild_only_while_a_decision_is_due():
+    clock = FakeClock(100.0)
+    s = scheduler(clock, decision_hz=2.0)
+    node = FakeNode(clock)
+    run_rounds(s, node, [[continuous(0, 1.0)]])           # nothing due: appends beside the rebuild
+    assert node.log[0] == ("add", 0, 0)
+    s.request()
+    run_rounds(s, node, [[continuous(1, 1.1)]])
+    assert ("add", 1, 1) in node.log and node.decisions() == [("decide", "REQUEST", None, 1, 1)]
+
+
+def test_a_failed_decision_loses_no_chunk_and_the_next_round_goes_on():
+    s = scheduler(decision_hz=0.0)
+    node = FakeNode()
+
+    def refuse():
+        if len(node.decisions()) == 1:
+            raise RuntimeError("engine gone")
+    node.during_decision = refuse
+    run_rounds(s, node, [[event(0, 1.0), continuous(1, 1.1)], [event(2, 1.2)]])
+    assert node.state == [0, 1, 2] and len(node.decisions("EVENT")) == 2
+    assert [entry[1] for entry in node.log if entry[0] == "failed"] == ["failed:RuntimeError"]
+
+
+def test_a_due_decision_pauses_the_rebuild_until_the_decision_inside_it_ends():
+    rebuilder = AsrRebuilder(None, view=None, roles=None, health=None, log=logging.getLogger("test"))
+    assert not rebuilder.paused
+    with rebuilder.decision_running():               # due
+        with rebuilder.decision_running():           # the decision
+            assert rebuilder.paused
+        assert rebuilder.paused
+    assert not rebuilder.paused
+    with rebuilder.decision_running(pause=False):     # rebuild_pause off: it runs beside
+        assert not rebuilder.paused
+
+
+def test_the_counts_are_logged_at_most_every_report_period_when_they_grew():
+    clock, mono = FakeClock(100.0), FakeClock(0.0)
+    s = scheduler(clock, monotonic=mono, decision_hz=2.0)
+    s.periodic_due()
+    clock.now = 102.0
+    assert s.take_clock_due()                 # one decision for 102.0; 100.5, 101.0 and 101.5 skipped
+    assert s.counts_report() == ""            # not a report period yet
+    mono.now = 30.0
+    assert "3 periodic decisions skipped" in s.counts_report()
+    mono.now = 70.0
+    assert s.counts_report() == ""            # nothing new
+
+
+def test_clock_mode_an_event_decision_overtakes_only_the_due_times_it_began_after():
+    clock = FakeClock(100.0)
+    s = scheduler(clock, decision_hz=2.0)
+    s.periodic_due()                           # due at 100.5
+    clock.now = 100.6
+    s.decision_started(Trigger.EVENT, events=3)
+    clock.now = 102.2                          # a long event decision: 101.0 ... 102.0 fell due meanwhile
+    assert s.take_clock_due()                  # one on the newest state; 100.5 overtaken, 101.0, 101.5 missed
+    assert s.counts() == ScheduleCounts(skipped_periodic=3, coalesced_events=2)
