@@ -46,11 +46,12 @@ def test_an_earlier_events_decision_never_decides_a_later_probe():
     m.on_chunk(4, EVENT, "burst line 2", 0.0)
     probe = m.add_probe("burst", probe_token(9), 1.0)
     m.on_chunk(5, EVENT, f"x {probe_token(9)}", 1.1)
+    assert m.waiting_events == 3
     m.on_decision(0, BY_EVENT, 1, 1.5)
     m.on_decision(1, BY_EVENT, 1, 2.0)
-    assert probe.decided_at is None
+    assert probe.decided_at is None and m.waiting_events == 1
     m.on_decision(2, BY_EVENT, 1, 2.5)
-    assert probe.latency_s == pytest.approx(1.5)
+    assert probe.latency_s == pytest.approx(1.5) and m.waiting_events == 0
 
 
 def test_a_chunk_seen_after_the_decision_that_held_it_counts_as_decided_on_arrival():
@@ -120,10 +121,13 @@ def test_cpu_shares_and_table():
     assert cpu_shares({"router": 1.0}, 0.0) == {}
     results = {"recorder_on": {"plain": plain_result(plain_figures()),
                                "burst": {"next_event_s": 2.5, "decided": True, "coalesced": 4900},
-                               "hostile": {"event_1mb": {"next_event_s": None, "decided": False}}}}
+                               "hostile": {"event_1mb": {"next_event_s": None, "decided": False},
+                                           "prompt_injection": {"next_event_s": 1.25, "decided": True,
+                                                                "events_queued_before": 7}}}}
     table = format_table(results)
     assert "recorder_on: plain: event -> decision p50 / p99 / max" in table
     assert "1 of 2" in table and "4900" in table and "not decided" in table and "990.5 Hz" in table
+    assert "1.25 s (7 earlier events still queued)" in table
 
 
 def test_follower_tracks_the_reference_and_holds_where_it_has_none():

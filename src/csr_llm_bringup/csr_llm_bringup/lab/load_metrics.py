@@ -108,6 +108,11 @@ class DecisionMatcher:
             probe.decided_at, probe.decision_id = now, decision_id
         return probes
 
+    @property
+    def waiting_events(self) -> int:
+        """Event chunks seen and not decided yet (the reasoning node's event queue, seen from outside)."""
+        return len(self._waiting)
+
     def of_label(self, label: str) -> List[Probe]:
         return [p for p in self.probes if p.label == label]
 
@@ -192,7 +197,9 @@ def _fmt(value: Any, unit: str = "") -> str:
 
 
 def _recovery_cell(result: Mapping[str, Any]) -> str:
-    return _fmt(result.get("next_event_s"), " s") if result.get("decided", True) else "not decided"
+    cell = _fmt(result.get("next_event_s"), " s") if result.get("decided", True) else "not decided"
+    queued = result.get("events_queued_before")
+    return f"{cell} ({queued} earlier events still queued)" if queued else cell
 
 
 def result_rows(mode: str, result: Mapping[str, Any]) -> List[Tuple[str, str]]:

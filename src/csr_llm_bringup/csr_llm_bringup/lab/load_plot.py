@@ -1,5 +1,5 @@
 """The load bench's plot (plain module, no rclpy): per graph run, each event's time to decision and
-the reasoning node's chunk backlog over the run's wall time, the phases shaded."""
+the reasoning node's chunk backlog and the events waiting for a decision over the run's wall time, the phases shaded."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,8 +36,13 @@ def write_plot(traces: Mapping[str, Mapping[str, Any]], path: Path, timeout_s: f
             _shade(axis, trace["phases"])
         _latency(top, trace, timeout_s)
         top.set_title(mode.replace("_", " "))
-        bottom.plot([t for t, _ in trace["backlog"]], [v for _, v in trace["backlog"]], color="#444444", lw=1)
-        bottom.set_ylabel("backlog [chunks]")
+        bottom.plot([t for t, _ in trace["backlog"]], [v for _, v in trace["backlog"]], color="#444444", lw=1,
+                    label="chunks not yet appended (csr_status)")
+        waiting = trace.get("waiting_events", [])
+        bottom.step([t for t, _ in waiting], [v for _, v in waiting], where="post", color="#c0392b", lw=1,
+                    label="events not yet decided")
+        bottom.set_ylabel("backlog")
+        bottom.legend(loc="upper left", fontsize=7)
         bottom.set_xlabel("wall time since the graph decided first [s]")
     fig.suptitle("robot profile under load: plain (blue), burst (orange), hostile (red)", fontsize=10)
     fig.tight_layout()

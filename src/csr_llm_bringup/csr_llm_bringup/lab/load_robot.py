@@ -56,6 +56,7 @@ class LoadPlan:
     hostile_s: float = 2.0           # a streamed hostile input lasts this long
     decide_timeout_s: float = 30.0   # an event not decided within this counts as not decided
     settle_s: float = 2.0            # between a decided event and the next phase or input
+    drain_timeout_s: float = 120.0   # before a hostile input, at most this long for the events queued before it
     ready_timeout_s: float = 300.0   # the graph starts (model load) and decides once
     hostile_kinds: Tuple[str, ...] = HOSTILE_KINDS
 
@@ -63,7 +64,8 @@ class LoadPlan:
 def quick_plan() -> LoadPlan:
     """A smoke test: each phase short, three hostile inputs (~1-1.5 min per graph run)."""
     return LoadPlan(plain_s=20.0, event_period_s=5.0, burst_s=3.0, hostile_s=1.0, decide_timeout_s=15.0,
-                    settle_s=1.0, hostile_kinds=("nan_joint_states", "event_1mb", "temperature_-300c"))
+                    settle_s=1.0, drain_timeout_s=20.0,
+                    hostile_kinds=("nan_joint_states", "event_1mb", "temperature_-300c"))
 
 
 def operator_line(number: int, token: str) -> str:

@@ -6,8 +6,8 @@
 ``motor_temperature`` per joint and ``zone`` at 1 Hz; in a hostile `StreamMode` it publishes NaN
 joint states, arrays of the wrong length or temperatures of -300 C instead. Events go out on
 ``events`` from the caller's thread. `GraphObserver` records what the graph publishes: decisions and
-event chunks (into a DecisionMatcher), ``csr_status`` (backlog, skipped periodic decisions),
-``router_status`` (loop rate), all on time.monotonic().
+event chunks (into a DecisionMatcher; the events waiting for a decision over time), ``csr_status``
+(backlog, skipped periodic decisions), ``router_status`` (loop rate), all on time.monotonic().
 """
 from __future__ import annotations
 
@@ -151,6 +151,7 @@ class GraphObserver:
         self.skipped_periodic: Samples = []
         self.loop_hz: Samples = []
         self.coalesced: List[Tuple[float, int]] = []
+        self.waiting_events: Samples = []
         quiet = qos.quiet_subscription()
         node.create_subscription(Decision, "decision", self._on_decision, qos.DECISIONS, event_callbacks=quiet)
         node.create_subscription(StateChunk, "state_chunks", self._on_chunk, qos.CHUNK_STREAM, event_callbacks=quiet)
@@ -164,11 +165,14 @@ class GraphObserver:
         with self._lock:
             self.decision_times.append(now)
             self.matcher.on_decision(int(msg.decision_id), int(msg.trigger), int(msg.last_chunk_seq), now)
+            self.waiting_events.append((now, float(self.matcher.waiting_events)))
 
     def _on_chunk(self, msg: StateChunk) -> None:
         now = time.monotonic()
         with self._lock:
             self.matcher.on_chunk(int(msg.seq), int(msg.kind), msg.text, now)
+            if msg.kind == StateChunk.KIND_EVENT:
+                self.waiting_events.append((now, float(self.matcher.waiting_events)))
             count = coalesced_count(msg.text)
             if count:
                 self.coalesced.append((now, count))
