@@ -125,6 +125,15 @@ bench-rtf: setup
 	@mkdir -p build/bench
 	$(PY) -m csr_llm_bringup.lab.bench_rtf --out build/bench/rtf.json $(RTF_ARGS)
 
+# The robot profile's real graph on the wall clock under a robot's load (recorder on, then off):
+# a plain stream with an event every 10 s, a 500 events/s burst, hostile inputs; event-to-decision
+# latency, decisions/s, router loop rate, CPU per node, recovery after each phase;
+# build/bench/load.json + load.png (~6-12 min on 2 cores). LOAD_ARGS="--quick" for a smoke test.
+.PHONY: bench-load
+bench-load: setup
+	@mkdir -p build/bench
+	$(PY) -m csr_llm_bringup.lab.bench_load --out build/bench/load.json --plot build/bench/load.png $(LOAD_ARGS)
+
 # Level 1 as a scene lookup: variant accuracy, misroutes, unknown scenes, CNN cost,
 # tick p99 with the camera thread, two-robot cross-talk on randomized simulated scenes (~1 min).
 .PHONY: bench-scene scene-keys
