@@ -20,7 +20,7 @@ from csr_llm_common.ros.qos import RECORDING_DEPTH
 from csr_llm_common.ros.stamps import stamp_to_sec
 
 from .bags import import_message_class, open_writer, ros_type_name, typestore
-from .recorder_config import RecorderConfig
+from .recorder_config import RateLimiter, RecorderConfig
 from .run_report import RunStats
 
 STATS_TOPICS = {"decision", "csr_status", "router_status", "motor_command", "joint_states", "events", "clock"}
@@ -35,6 +35,8 @@ class RecorderNode(Node):
         self.wanted = list(config.topics)
         self.status_period = config.status_period
         self.make_report = config.report
+        self.limiter = RateLimiter([self.resolve_topic_name(t) for t in config.rate_limited_topics],
+                                   config.rate_limit_hz)
         self.faults = FaultLog(self.get_logger().warning)
         self.stats = RunStats()
         self._lock = threading.Lock()
@@ -89,7 +91,7 @@ class RecorderNode(Node):
     def _on_raw(self, topic: str, data: bytes) -> None:
         now = self.get_clock().now().nanoseconds
         with self._lock:
-            if self._closed:
+            if self._closed or not self.limiter.keep(topic, now):
                 return
             self.writer.write(self.connections[topic], now, data)
         short = topic.rsplit("/", 1)[-1]
@@ -167,6 +169,9 @@ class RecorderNode(Node):
                 return
             self._closed = True
             self.writer.close()
+        dropped = {topic: n for topic, n in self.limiter.dropped.items() if n}
+        if dropped:
+            self.get_logger().info(f"rate-limited topics, messages not recorded: {dropped}")
         self._printer_stop.set()
         if self._printer.is_alive():
             self._printer.join(timeout=2.0)
