@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List
+from typing import Dict, List, Optional
 
 
 @dataclass
@@ -22,6 +22,9 @@ class RecorderConfig:
     rate_limited_topics: List[str] = field(default_factory=list)
     rate_limit_hz: float = 100.0
 
+    def run_directory(self) -> Path:
+        return Path(self.run_dir or f"build/runs/{time.strftime('%Y%m%d-%H%M%S')}").expanduser()
+
 
 class RateLimiter:
     """Keeps a message of a topic when at least 1/hz has passed since the last one kept (by the
@@ -31,7 +34,7 @@ class RateLimiter:
         if hz <= 0:
             raise ValueError(f"rate_limit_hz must be > 0, got {hz}")
         self.period_ns = int(1e9 / hz)
-        self._last_kept = {topic: None for topic in topics}
+        self._last_kept: Dict[str, Optional[int]] = {topic: None for topic in topics}
         self.dropped = {topic: 0 for topic in topics}
 
     def keep(self, topic: str, now_ns: int) -> bool:
@@ -43,6 +46,3 @@ class RateLimiter:
             return False
         self._last_kept[topic] = now_ns
         return True
-
-    def run_directory(self) -> Path:
-        return Path(self.run_dir or f"build/runs/{time.strftime('%Y%m%d-%H%M%S')}").expanduser()

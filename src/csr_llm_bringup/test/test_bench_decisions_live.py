@@ -69,7 +69,7 @@ def test_one_scenario_through_the_graph_is_scored(tmp_path, catalogue, template,
 def _a_new_round_records_only_its_own_runs(tmp_path, engine, catalogue, template, monkeypatch, probes):
     """The adapter build's live features: cached per run, so aggregating a new DAgger round
     records that round's runs and reuses the earlier ones (same key), in the order given."""
-    from csr_llm_core import intent_adapter_build as build
+    from csr_llm_core.lab import intent_adapter_build as build
     shutil.copytree(tmp_path / "runs", tmp_path / "round2")
     first_round, second_round = tmp_path / "runs" / "door_open" / "latest", tmp_path / "round2" / "door_open" / "latest"
     recorded = []
@@ -107,7 +107,7 @@ def _a_new_round_records_only_its_own_runs(tmp_path, engine, catalogue, template
     only_count.clear()
 
     # the same run through adapter_replay's command: the bundled adapter and the bare model decide its probes
-    from csr_llm_bringup import adapter_replay
+    from csr_llm_bringup.lab import adapter_replay
     out = tmp_path / "replay.json"
     assert adapter_replay.main(["--runs", str(first_round), "--adapter", "bundled=default", "--n-threads", "1",
                                 "--features", str(cache), "--out", str(out)]) == 0
@@ -118,7 +118,7 @@ def _a_new_round_records_only_its_own_runs(tmp_path, engine, catalogue, template
     assert 0.0 <= replay["overall"]["bare"]["accuracy"] <= 1.0 and replay["overall"]["bare"]["change_ci95"] is None
 
     # the same round kept as a probe file (what gets committed): the fit reads the same probes from it
-    from csr_llm_core import live_probe_files
+    from csr_llm_core.lab import live_probe_files
     probe_file = tmp_path / "round1.json.gz"
     assert live_probe_files.main([str(tmp_path / "runs"), "--out", str(probe_file)]) == 0
     from_file = build.live_features(engine, catalogue, template, [], tmp_path / "file_features.npz", key, None,

@@ -81,7 +81,7 @@ def test_a_decision_missing_from_the_bag_is_an_error(tmp_path):
 
 def test_a_round_as_a_probe_file_gives_back_the_same_streams(tmp_path):
     """live_probe_files: what the adapter fit reads from a run, kept as a small committed file."""
-    from csr_llm_core import live_probe_files
+    from csr_llm_core.lab import live_probe_files
     run = tmp_path / "seed9" / "door_task" / "latest"
     run.mkdir(parents=True)
     _write_run(run, _detail())
