@@ -31,9 +31,9 @@ def test_colcon_build_of_the_whole_workspace(tmp_path):
          "--cmake-args", f"-DPython3_EXECUTABLE={sys.executable}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    assert "4 packages finished" in result.stdout
+    assert "5 packages finished" in result.stdout
     install = tmp_path / "install"
-    for package in ("csr_llm_core", "action_router", "csr_llm_bringup"):
+    for package in ("csr_llm_common", "csr_llm_core", "action_router", "csr_llm_bringup"):
         assert (install / package / "share/ament_index/resource_index/packages" / package).is_file()
         assert list((install / package / "lib").glob(f"python3*/site-packages/{package}/__init__.py"))
     share = install / "csr_llm_bringup" / "share" / "csr_llm_bringup"

@@ -307,11 +307,16 @@ def test_reasoning_node_decides_on_server_slots_over_dds(server, catalogue, conf
             node.create_subscription(CsrStatus, "csr_status", statuses.append, 10)
             chunks = node.create_publisher(StateChunk, "state_chunks", CHUNK_STREAM)
             assert wait_for(lambda: statuses, 60), "reasoning node never published csr_status"
+            # two events, the second once the first is decided (events queued together on the wall clock
+            # are decided together, on the newest state)
             for seq in range(6):
                 kind = StateChunk.KIND_EVENT if seq in (2, 5) else StateChunk.KIND_CONTINUOUS
                 chunks.publish(StateChunk(seq=seq, kind=kind, text=chunk_text(seq), source_topic="/test"))
                 time.sleep(0.2)
+                if seq == 2:
+                    assert wait_for(lambda: len(decisions) >= 1, 60)
             assert wait_for(lambda: len(decisions) >= 2, 60)
+            assert [d.last_chunk_seq for d in decisions[:2]] == [2, 5]
             # the status after the last decision: the server served that decision's whole prefix from its cache
             assert wait_for(lambda: statuses[-1].chunk_count == 6
                             and statuses[-1].cached_tokens >= statuses[-1].prefix_tokens, 10), statuses[-1]
