@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-pytestmark = [pytest.mark.dds, pytest.mark.slow]
+pytestmark = [pytest.mark.dds, pytest.mark.slow, pytest.mark.e2e]
 
 
 def test_one_scenario_through_the_graph_is_scored(tmp_path, catalogue, template, monkeypatch):

@@ -8,7 +8,7 @@ import yaml
 
 from csr_llm_common.paths import config_dir
 
-pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
+pytestmark = [pytest.mark.dds, pytest.mark.e2e]   # the whole graph over Fast DDS (loopback)
 
 
 @pytest.mark.slow

@@ -30,7 +30,7 @@ from csr_llm_common.ros.spin import spinning
 from csr_llm_common.ros.testing import ChildOutput, JointStream, print_recovery, start_node, stop_node, wait_for
 from action_router.params import make_config
 
-pytestmark = [pytest.mark.dds, pytest.mark.slow]
+pytestmark = [pytest.mark.dds, pytest.mark.slow, pytest.mark.e2e]
 
 CONFIG = Path(__file__).resolve().parents[3] / "config"
 DECISION_TIMEOUT_S = 5.0            # config/action_router.yaml

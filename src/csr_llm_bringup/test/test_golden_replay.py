@@ -19,7 +19,7 @@ from csr_llm_bringup.compare import read_outputs
 from csr_llm_common.paths import config_dir
 from csr_llm_common.ros.stamps import stamp_to_sec
 
-pytestmark = pytest.mark.dds   # real nodes over Fast DDS (loopback)
+pytestmark = [pytest.mark.dds, pytest.mark.e2e]   # real nodes over Fast DDS (loopback); records the golden if missing
 
 GOLDEN = Path(__file__).with_name("golden_sim")
 REPO = Path(__file__).resolve().parents[3]

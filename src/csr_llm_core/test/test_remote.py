@@ -66,6 +66,7 @@ def accounted(reasoner, count):
     return archived + [c.seq for c in reasoner.state.chunks] == list(range(count))
 
 
+@pytest.mark.e2e   # a real llama-server
 def test_decisions_through_a_server_equal_the_embedded_engine(server, engines, catalogue, template):
     local = engines[0]
     backend = remote(server.url, 0, "R1")
@@ -92,6 +93,7 @@ def test_decisions_through_a_server_equal_the_embedded_engine(server, engines, c
     backend.close()
 
 
+@pytest.mark.e2e   # a real llama-server
 def test_asr_between_two_server_slots_loses_and_duplicates_no_chunk(server, catalogue, baseline_template, tmp_path):
     engines = [remote(server.url, 0, "R1"), remote(server.url, 1, "R2")]
     config = ReasonerConfig(tau_mem=1024, evict_ratio=0.5, n_catchup=48, mode="asr")
@@ -121,6 +123,7 @@ def _logged(caplog, text):
     return [r for r in caplog.records if text in r.getMessage()]
 
 
+@pytest.mark.e2e   # a real llama-server
 def test_a_killed_server_fails_over_is_logged_once_and_is_used_again(server, catalogue, baseline_template,
                                                                       tmp_path, caplog):
     from csr_llm_core.llama_server import LlamaServer
@@ -287,6 +290,7 @@ def test_vllm_request_shape_matches_the_recorded_exchange(scripted, catalogue, e
 
 
 @pytest.mark.dds
+@pytest.mark.e2e
 def test_reasoning_node_decides_on_server_slots_over_dds(server, catalogue, config_dir, tmp_path):
     """The node wired to R1/R2 on two slots of a server: decisions flow, csr_status shows the cache hit."""
     from rclpy.node import Node
