@@ -211,17 +211,18 @@ def run_hostile(bench: Bench) -> Dict[str, Any]:
 PHASE_RUNNERS = {"plain": run_plain, "burst": run_burst, "hostile": run_hostile}
 
 
-def runner_command(profile: str, runs_dir: Path, state_dir: Path) -> List[str]:
+def runner_command(profile: str, runs_dir: Path, state_dir: Path, settings: Sequence[str] = ()) -> List[str]:
     return [sys.executable, "-m", "csr_llm_bringup.cli", "run", "--profile", profile, "--runs-dir", str(runs_dir),
             "--set", "action_router.autostart=true", "--set", f"reasoning.state_dir={state_dir / 'state'}",
-            "--set", f"reasoning.archive_path={state_dir / 'archive.jsonl'}"]
+            "--set", f"reasoning.archive_path={state_dir / 'archive.jsonl'}",
+            *[arg for setting in settings for arg in ("--set", setting)]]
 
 
-def start_graph(mode: str, work_dir: Path) -> ChildOutput:
+def start_graph(mode: str, work_dir: Path, settings: Sequence[str] = ()) -> ChildOutput:
     profile = PROFILE if mode == "recorder_on" else \
         str(profile_without(PROFILE, "recorder", work_dir / f"{PROFILE}_without_recorder.yaml"))
     state_dir = Path(tempfile.mkdtemp(prefix=f"{mode}-", dir=work_dir))
-    argv = runner_command(profile, work_dir / "runs", state_dir)
+    argv = runner_command(profile, work_dir / "runs", state_dir, settings)
     return ChildOutput(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                         errors="replace", env=dict(os.environ, PYTHONUNBUFFERED="1")))
 
@@ -271,10 +272,11 @@ def drive_graph(runner: ChildOutput, plan: LoadPlan, phases: Sequence[str]) -> T
             bench.cpu.stop()
 
 
-def run_graph(mode: str, plan: LoadPlan, phases: Sequence[str], work_dir: Path) -> Tuple[Dict[str, Any], Dict]:
+def run_graph(mode: str, plan: LoadPlan, phases: Sequence[str], work_dir: Path,
+              settings: Sequence[str] = ()) -> Tuple[Dict[str, Any], Dict]:
     """One graph run (recorder on or off) through the phases: its result and its trace."""
     print(f"[bench-load] {mode}: starting the {PROFILE} graph", flush=True)
-    runner = start_graph(mode, work_dir)
+    runner = start_graph(mode, work_dir, settings)
     try:
         result, trace = drive_graph(runner, plan, phases)
     finally:
@@ -302,6 +304,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--plot", default="build/bench/load.png", help="'' for no plot")
     parser.add_argument("--quick", action="store_true", help="a smoke test: short phases, three hostile inputs")
     parser.add_argument("--work-dir", default="build/bench/load_runs", help="graph runs, their logs and state")
+    parser.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",
+                        help="a parameter override for the graph (csr-llm run --set), e.g. to compare a variant")
     args = parser.parse_args(argv)
     args.phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     unknown = [p for p in args.phases if p not in PHASES]
@@ -324,8 +328,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results: Dict[str, Any] = {}
     traces: Dict[str, Any] = {}
     for mode in RECORDER_MODES[args.recorder]:
-        results[mode], traces[mode] = run_graph(mode, plan, args.phases, work_dir)
+        results[mode], traces[mode] = run_graph(mode, plan, args.phases, work_dir, args.set)
     results["settings"] = {"profile": PROFILE, "quick": args.quick, "phases": args.phases, "plan": asdict(plan),
+                           "overrides": list(args.set),
                            "cpus": os.cpu_count(), "logs": str(work_dir)}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
