@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Callable, List, Optional
@@ -27,8 +28,11 @@ from rclpy.signals import SignalHandlerOptions
 # Bound on each teardown step, so a stuck callback cannot keep a stopped node alive forever.
 EXECUTOR_SHUTDOWN_S = 2.0
 SPIN_JOIN_S = 5.0
-# destroy_node (the node's own last steps, then rclpy's); with the two above, under the runner's 30 s
-DESTROY_NODE_S = 22.0
+# destroy_node (the node's own last steps, then rclpy's) gets what is left of this budget, counted
+# from the stop, so the whole teardown ends inside the runner's 30 s grace however slow the steps
+# before it were on a loaded machine
+TEARDOWN_BUDGET_S = 24.0
+MIN_DESTROY_S = 1.0
 # A node still tearing down this long after the stop signal prints every thread's stack (then a
 # supervisor's SIGKILL leaves a log that says where it hung); under the runner's 30 s grace.
 TEARDOWN_DUMP_S = 25.0
@@ -83,6 +87,7 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
         while not stop.wait(0.2):
             pass
     finally:
+        stopping_since = time.monotonic()
         if node is not None and before_stop is not None and rclpy.ok():
             try:
                 before_stop(node)
@@ -96,7 +101,7 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
                 print(f"{thread.name}: still in a callback {SPIN_JOIN_S:g} s after the stop, in "
                       f"{thread_where(thread)}; destroying the node anyway", file=sys.stderr, flush=True)
         if node is not None:
-            _destroy_within_bound(node)
+            _destroy_within_bound(node, max(MIN_DESTROY_S, TEARDOWN_BUDGET_S - (time.monotonic() - stopping_since)))
         if rclpy.ok():
             rclpy.shutdown()
         faulthandler.cancel_dump_traceback_later()
@@ -109,9 +114,9 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
     return 0
 
 
-def _destroy_within_bound(node: Node) -> None:
+def _destroy_within_bound(node: Node, bound_s: float) -> None:
     """node.destroy_node(), in a helper thread so a stuck DDS teardown cannot hold the process: past
-    DESTROY_NODE_S one line says where it is, and the process exits (its own steps are logged by then)."""
+    bound_s one line says where it is, and the process exits (its own steps are logged by then)."""
     errors: List[BaseException] = []
 
     def destroy() -> None:
@@ -123,9 +128,9 @@ def _destroy_within_bound(node: Node) -> None:
     name = node.get_name()
     worker = threading.Thread(target=destroy, name=f"{name}-destroy", daemon=True)
     worker.start()
-    worker.join(DESTROY_NODE_S)
+    worker.join(bound_s)
     if worker.is_alive():
-        print(f"{name}: destroy_node still running after {DESTROY_NODE_S:g} s, in {thread_where(worker)}; "
+        print(f"{name}: destroy_node still running after {bound_s:.1f} s, in {thread_where(worker)}; "
               "exiting without it", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(0)          # interpreter teardown would wait on (or free under) the stuck call
