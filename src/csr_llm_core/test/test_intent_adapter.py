@@ -320,6 +320,7 @@ def test_bundled_adapter_loads_for_the_shipped_prompt_and_keeps_csr_equal_to_rec
     other_kind.close()
 
 
+@pytest.mark.slow   # runs the bundled model
 def test_offline_decisions_read_every_chunk_said_before_the_probe(engines, catalogue):
     """Training and evaluation decide on the whole stream so far (no node appends between their
     decisions: a prefix lagging the suffix's events would teach the adapter another situation)."""
@@ -369,6 +370,7 @@ def test_anchors_land_on_the_shipped_question_and_engine_reads_them_as_one_token
     reasoner.close()
 
 
+@pytest.mark.slow   # runs the bundled model
 def test_recording_in_several_processes_gives_the_probes_of_one_in_the_same_order(catalogue):
     """`--jobs`: contiguous slices of the episodes recorded side by side, each process with its own
     model, merged back in episode order with global episode indices. In the build (one context per

@@ -326,6 +326,7 @@ sys.exit(reasoning_node.main(["reasoning", "--ros-args", "-p", "intents_file:=%s
 """
 
 
+@pytest.mark.slow   # runs the bundled model
 def test_a_stop_during_a_decision_leaves_the_contexts_to_the_process_exit():
     """A decision thread that does not end in time may be inside llama.cpp: freeing its context under
     it crashed a bench run's reasoning node (SIGSEGV). It says so in one line and exits cleanly."""
