@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from csr_llm_common.stats import percentile, round_or_none, wilson_interval  # noqa: F401 (re-exported)
+from csr_llm_common.stats import percentile, round_or_none
 
 MATCH, MISMATCH, UNSCORED = "match", "mismatch", "unscored"
 EXPECT_NONE = "none"

@@ -6,7 +6,7 @@ import pytest
 
 from csr_llm_bringup.lab.bench_decisions import (bench_json, compare, plot, scenario_bootstrap_ci, scenario_result,
                                              suite_scenarios, table)
-from csr_llm_bringup.decision_score import wilson_interval
+from csr_llm_common.stats import wilson_interval
 from csr_llm_bringup.run_report import RunStats
 
 KEYS = {"decision_accuracy", "reaction_p50_s", "reaction_max_s", "task_success_rate", "intents", "ttft_p50_ms",

@@ -32,8 +32,10 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..decision_score import chance_of_match, parse_expectation, percentile, round_or_none, wilson_interval
 from csr_llm_common.paths import config_dir
+from csr_llm_common.stats import percentile, round_or_none, wilson_interval
+
+from ..decision_score import chance_of_match, parse_expectation
 
 BOOTSTRAP_RESAMPLES = 4000
 STARTUP_WALL_S = 90.0       # wall allowance on top of the scenario for model load and discovery
