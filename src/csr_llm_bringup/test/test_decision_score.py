@@ -3,7 +3,7 @@ import pytest
 
 from csr_llm_bringup.decision_score import (MATCH, MISMATCH, UNSCORED, DecisionRecord, ExpectationChange,
                                             ExpectationError, chance_of_match, changes_from_records,
-                                            parse_expectation, score_decisions, wilson_interval)
+                                            parse_expectation, score_decisions)
 
 
 def _change(t, event_id, raw, catalogue=None):
@@ -141,14 +141,6 @@ def test_goals_give_task_success():
 def test_expectation_errors_are_clear(catalogue, raw, message):
     with pytest.raises(ExpectationError, match=message):
         parse_expectation(raw, catalogue)
-
-
-def test_wilson_interval():
-    low, high = wilson_interval(5, 10)
-    assert low == pytest.approx(0.2366, abs=1e-3) and high == pytest.approx(0.7634, abs=1e-3)
-    assert wilson_interval(0, 0) == (0.0, 1.0)
-    low, high = wilson_interval(0, 20)
-    assert low == 0.0 and 0.1 < high < 0.2
 
 
 def test_chance_of_a_uniformly_random_decision(catalogue):

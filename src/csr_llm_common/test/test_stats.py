@@ -11,6 +11,8 @@ def test_wilson_interval_known_values_and_empty():
     low, high = wilson_interval(0, 20)
     assert low == 0.0 and 0.15 < high < 0.17
     assert wilson_interval(20, 20)[1] == pytest.approx(1.0)
+    low, high = wilson_interval(5, 10)                                # symmetric around one half
+    assert low == pytest.approx(0.2366, abs=1e-3) and high == pytest.approx(0.7634, abs=1e-3)
 
 
 def test_percentile_matches_numpy_linear_interpolation():
