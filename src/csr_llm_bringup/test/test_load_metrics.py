@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from csr_llm_bringup.graph import load_profile
+from csr_llm_core.event_bursts import CoalescedEvents
 from csr_llm_bringup.lab.load_metrics import (DecisionMatcher, PlainFigures, Window, coalesced_count, cpu_shares,
                                               format_table, latency_summary, next_event_result, plain_result,
                                               probe_token, skipped_periodic_of)
@@ -74,7 +75,7 @@ def test_an_event_never_seen_as_a_chunk_stays_undecided():
 
 
 def test_coalesced_counts_and_skipped_periodic_read_defensively():
-    text = ("[12.5s] events: 37 more events in this 0.5 s window (burst coalesced); first: a; last: b")
+    text = CoalescedEvents("events", 37, 24, 25, 25, (("shelf sensor # blocked", 37),), "a", "b").text(0.5)
     assert coalesced_count(text) == 37
     assert coalesced_count("[1.0s] events: operator: 37 more events") == 0
     assert skipped_periodic_of(SimpleNamespace(backlog_chunks=3)) is None

@@ -7,9 +7,10 @@ flood the prompt. Periods are measured on the samples' own time (sim time under 
 not on a wall-clock timer: the chunks are a function of the input stream, so a replayed bag
 yields the same chunks. Node modules convert ROS messages to the plain samples used here.
 
-Event bursts are coalesced: past ``max_events_per_window`` events of one topic in one window, the
-rest become one chunk when the window closes (count, first and last text), so a flood costs the
-reasoning node a bounded number of appends per window instead of a backlog it drains for minutes.
+Event bursts are coalesced (``event_bursts.py``): past ``max_events_per_window`` events of one topic in
+one window the rest are held, and while the burst lasts they become one counted chunk per
+``burst_chunk_period``, so a flood costs the reasoning node about one short append per period
+instead of a backlog it drains for minutes.
 
 Impossible readings are refused (``SampleError``, with a ``kind`` for the node's FaultLog) before
 they move anything: the bounds are ``csr_llm_common.plausibility``'s, the ones the router applies.
@@ -26,6 +27,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from csr_llm_common.faults import FaultLog
 from csr_llm_common.plausibility import (IMPOSSIBLE, MAX_NAMES, NONFINITE, TRUNCATION_MARK, Refusal,
                                          bounded_name, joint_refusal, temperature_refusal, wrench_refusal)
+
+from .event_bursts import CoalescedEvents, EventBursts
 
 KIND_EVENT = 0
 KIND_CONTINUOUS = 1
@@ -93,6 +96,9 @@ class AggregatorConfig:
     # events of one topic per window that become chunks of their own; the rest of a burst is
     # coalesced into one chunk when the window closes (0: never coalesce)
     max_events_per_window: int = 5
+    # while a burst lasts (a window went over the limit), all its events are held and coalesced
+    # into one chunk per this many seconds (whole windows, at least one)
+    burst_chunk_period: float = 1.0
     # the burst window without watermarks (s); with watermarks it is the watermark window
     event_window: float = 0.5
 
@@ -129,16 +135,6 @@ class ChunkOut:
     kind: int
     text: str
     coalesced: int = 0       # events this chunk stands for beyond itself (a coalesced burst)
-
-
-@dataclass
-class _Burst:
-    """Events of one topic in one window: how many went out, and what was held back."""
-    window: Optional[int] = None
-    emitted: int = 0
-    held: int = 0
-    first: str = ""
-    last: str = ""
 
 
 @dataclass
@@ -265,7 +261,7 @@ class Aggregator:
     def __init__(self, specs: Sequence[TopicSpec], *, max_event_chars: int = 300, first_seq: int = 0,
                  watermark_period: float = 0.0, future_tolerance_s: float = math.inf, max_lag_s: float = math.inf,
                  warmup_windows: int = 0, max_events_per_window: int = 0, event_window: float = 0.5,
-                 faults: Optional[FaultLog] = None):
+                 burst_chunk_period: float = 0.0, faults: Optional[FaultLog] = None):
         self.faults = faults if faults is not None else FaultLog()   # counts the cut texts
         self.topics: Dict[str, _TopicState] = {}
         for spec in specs:
@@ -284,12 +280,8 @@ class Aggregator:
         self._warmup_end: Optional[float] = None     # samples stamped before it are not summarised
         self.future_tolerance_s = float(future_tolerance_s)
         self.max_lag_s = float(max_lag_s)
-        self.max_events_per_window = max(0, int(max_events_per_window))
         self.event_window = self.watermark_period if self.watermark_period > 0 else float(event_window)
-        if self.max_events_per_window and not self.event_window > 0:
-            raise ValueError("event_window must be > 0 to coalesce event bursts")
-        self._bursts: Dict[str, _Burst] = {}
-        self.coalesced_total = 0     # events folded into burst chunks since start
+        self.bursts = EventBursts(max_events_per_window, self.event_window, burst_chunk_period)
 
     def check_stamp(self, stamp: float, now: Optional[float] = None) -> None:
         """SampleError for a stamp that is not finite, ahead of the clock ``now`` (when known, i.e.
@@ -308,30 +300,32 @@ class Aggregator:
         self.next_seq += 1
         return chunk
 
-    def _window_of(self, stamp: float) -> int:
-        return math.floor(stamp / self.event_window + 1e-9)
+    @property
+    def max_events_per_window(self) -> int:
+        return self.bursts.max_per_window
 
-    def _flush_bursts(self, before_window: Optional[int] = None) -> List[ChunkOut]:
-        """One chunk per topic whose held-back burst belongs to a window before `before_window`."""
-        out = []
-        for topic in sorted(self._bursts):
-            burst = self._bursts[topic]
-            if burst.window is None or (before_window is not None and burst.window >= before_window):
-                continue
-            if burst.held:
-                t0 = round(burst.window * self.event_window, 9)
-                text = (f"[{t0:.1f}s] {topic}: {burst.held} more events in this {self.event_window:g} s window "
-                        f"(burst coalesced); first: {burst.first}; last: {burst.last}")
-                out.append(self._emit(ChunkOut(-1, t0, topic, KIND_EVENT, text, coalesced=burst.held)))
-                self.coalesced_total += burst.held
-            del self._bursts[topic]
+    @property
+    def coalesced_total(self) -> int:
+        """Events folded into burst chunks since start."""
+        return self.bursts.coalesced_total
+
+    def _coalesced_chunks(self, held: Sequence[CoalescedEvents]) -> List[ChunkOut]:
+        out: List[ChunkOut] = []
+        for h in held:
+            stamp = round(h.closing_window * self.event_window, 9)
+            if h.released:
+                out.extend(self._emit(ChunkOut(-1, stamp, h.topic, KIND_EVENT, f"[{stamp:.1f}s] {h.topic}: {body}"))
+                           for body in h.released)
+            else:
+                out.append(self._emit(ChunkOut(-1, stamp, h.topic, KIND_EVENT, h.text(self.event_window),
+                                               coalesced=h.count)))
         return out
 
     def watermark(self, stamp: float) -> List[ChunkOut]:
         """The chunks due once sample time reached `stamp`: the closed window's summaries, the
         event bursts it coalesced and its watermark (without watermarks, just closed bursts)."""
         if self.watermark_period <= 0:
-            return self._flush_bursts(self._window_of(stamp)) if self._bursts else []
+            return self._coalesced_chunks(self.bursts.close(self.bursts.window_of(stamp))) if self.bursts.active else []
         if self._next_watermark is None:
             self._next_watermark = (math.floor(stamp / self.watermark_period) + 1) * self.watermark_period
             if self.warmup_left > 0:
@@ -346,7 +340,7 @@ class Aggregator:
         ready = sorted((c for c in self._window if c.stamp < boundary - 1e-9), key=lambda c: (c.stamp, c.source_topic))
         self._window = [c for c in self._window if c.stamp >= boundary - 1e-9]
         out = [self._emit(c) for c in ready]
-        out.extend(self._flush_bursts(self._window_of(boundary)))
+        out.extend(self._coalesced_chunks(self.bursts.close(self.bursts.window_of(boundary))))
         out.append(ChunkOut(self.next_seq, round(boundary, 9), "", KIND_WATERMARK, ""))
         return out
 
@@ -369,19 +363,11 @@ class Aggregator:
             stamp = self.last_sample_stamp
         stamp = 0.0 if stamp is None else stamp
         out: List[ChunkOut] = []
-        if self.max_events_per_window:
-            window = self._window_of(stamp)
-            burst = self._bursts.get(topic)
-            if burst is not None and burst.window != window:
-                out.extend(self._flush_bursts(window))
-            burst = self._bursts.setdefault(topic, _Burst(window))
-            if burst.emitted >= self.max_events_per_window:
-                short = body if len(body) <= 100 else body[:100] + "..."
-                burst.held += 1
-                burst.first = burst.first or short
-                burst.last = short
+        if self.bursts.enabled:
+            due, alone = self.bursts.admit(topic, body, stamp)
+            out.extend(self._coalesced_chunks(due))
+            if not alone:
                 return out
-            burst.emitted += 1
         # one decimal: without watermarks the newest sample time differs by a sample period between runs
         out.append(self._emit(ChunkOut(-1, stamp, topic, KIND_EVENT, f"[{stamp:.1f}s] {topic}: {body}")))
         return out

@@ -66,7 +66,8 @@ class AggregatorNode(Node):
                                      future_tolerance_s=config.future_tolerance_s, max_lag_s=config.max_lag_s,
                                      warmup_windows=config.warmup_windows,
                                      max_events_per_window=config.max_events_per_window,
-                                     event_window=config.event_window, faults=self.faults)
+                                     event_window=config.event_window,
+                                     burst_chunk_period=config.burst_chunk_period, faults=self.faults)
         self._lock = threading.Lock()   # one sequence, whatever thread a callback runs on
         self.epoch = time.time_ns()      # names this sequence: a restart starts a newer one at seq 0
         self.publisher = self.create_publisher(StateChunk, "state_chunks", qos.CHUNK_STREAM,
@@ -84,7 +85,8 @@ class AggregatorNode(Node):
     def _publish(self, chunk) -> None:
         if chunk.coalesced:
             self.faults.record("event_burst", f"{chunk.coalesced} events on {chunk.source_topic} coalesced into "
-                               f"one chunk (more than {self.aggregator.max_events_per_window} in a window)")
+                               f"one chunk (more than {self.aggregator.max_events_per_window} in a window; "
+                               f"one such chunk per {self.aggregator.bursts.period_windows} window(s) while it lasts)")
         source = self.resolve_topic_name(chunk.source_topic) if chunk.source_topic else ""
         msg = StateChunk(seq=chunk.seq, epoch=self.epoch, source_topic=source, kind=chunk.kind, text=chunk.text,
                          token_count=-1)

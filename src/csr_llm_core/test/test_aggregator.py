@@ -149,29 +149,68 @@ def test_impossible_readings_are_rejected_not_summarised(topic, sample, why):
     assert agg.next_seq == 0 and agg.topics[topic].extra == {}
 
 
-def test_an_event_flood_becomes_a_bounded_number_of_chunks_per_window_and_loses_no_count():
-    agg = make(watermark_period=0.5, max_events_per_window=3)
+def _flood(agg, events_per_s=500, seconds=10.0, then_quiet_s=1.0, text="flood {i}"):
+    """Events at `events_per_s` with joint samples at 100 Hz, then quiet samples; all chunks out."""
     chunks = agg.watermark(0.0)                       # opens the first window
-    for i in range(5000):                             # 500 events/s for 10 s, samples at 100 Hz
-        t = i * 0.002
-        if i % 5 == 0:
+    n = int(events_per_s * seconds)
+    for i in range(n):
+        t = i / events_per_s
+        if i % max(1, events_per_s // 100) == 0:
             chunks += agg.watermark(t)
             agg.on_sample("joint_states", joint_sample(0.1), t)
-        chunks += agg.on_event("events", f"flood {i}", t)
-    chunks += agg.watermark(10.0)
+        chunks += agg.on_event("events", text.format(i=i), t)
+    t = seconds
+    while t <= seconds + then_quiet_s + 1e-9:
+        chunks += agg.watermark(t)
+        t = round(t + 0.01, 6)
+    return chunks
+
+
+def test_an_event_flood_becomes_one_counted_chunk_per_period_and_loses_no_count():
+    agg = make(watermark_period=0.5, max_events_per_window=3, burst_chunk_period=1.0)
+    chunks = _flood(agg)
     events = [c for c in chunks if c.kind == KIND_EVENT]
-    windows = 20
-    assert len(events) == windows * 4                 # 3 events + 1 coalesced chunk per window
-    coalesced = [c for c in events if c.coalesced]
-    assert sum(c.coalesced for c in coalesced) + windows * 3 == 5000 == agg.coalesced_total + windows * 3
-    first = coalesced[0]
-    assert first.text.startswith("[0.0s] events: 247 more events in this 0.5 s window (burst coalesced)")
-    assert "first: flood 3;" in first.text and first.text.endswith("last: flood 249")
+    # window 0: 3 events of their own + the rest of the window at its close; then the burst is
+    # sustained: one chunk per 1.0 s (two windows), 19 windows -> 10 chunks (the last one closes it)
+    assert [c.coalesced for c in events[:4]] == [0, 0, 0, 247]
+    assert all(c.coalesced for c in events[3:]) and len(events) == 3 + 1 + 10
+    assert sum(c.coalesced for c in events) + 3 == 5000 == agg.coalesced_total + 3
+    first = events[3]
+    assert first.text.startswith("[0.0s] events: 247 more events in 0.5 s (burst coalesced); "
+                                 "kinds: 'flood #' x247; first: flood 3; last: flood 249")
+    assert events[4].text.startswith("[1.0s] events: 500 more events in 1 s (burst coalesced)")
     seqs = [c.seq for c in chunks if c.kind != KIND_WATERMARK]
     assert seqs == list(range(len(seqs)))             # gap-free, in order
-    # each window's coalesced chunk comes before its watermark, after its own events
+    stamps = [c.stamp for c in chunks if c.kind != KIND_WATERMARK]
+    assert stamps == sorted(stamps)
+    # a coalesced chunk comes right before the watermark of the window that closed it
     marks = [i for i, c in enumerate(chunks) if c.kind == KIND_WATERMARK]
-    assert chunks[marks[1] - 1].coalesced == 247
+    assert chunks[marks[0] - 1].coalesced == 247
+
+
+def test_after_a_burst_events_are_chunks_of_their_own_again():
+    agg = make(watermark_period=0.5, max_events_per_window=3, burst_chunk_period=2.0)
+    chunks = _flood(agg, events_per_s=100, seconds=3.0, then_quiet_s=0.0)
+    chunks += agg.on_event("events", "right after", 3.1)      # the window after the flood: held...
+    chunks += agg.watermark(3.5)                              # ...and released whole when it closes
+    assert sum(c.coalesced for c in chunks) + 3 == 300
+    assert chunks[-2].text == "[3.0s] events: right after" and chunks[-2].coalesced == 0
+    stamps = [c.stamp for c in chunks]
+    assert stamps == sorted(stamps)
+    chunks = agg.on_event("events", "operator: stop", 3.7)   # the burst is over: a chunk at once
+    assert [(c.coalesced, c.text) for c in chunks] == [(0, "[3.5s] events: operator: stop")]
+
+
+def test_a_coalesced_chunk_names_the_kinds_it_stands_for_within_bounds():
+    agg = make(watermark_period=0.5, max_events_per_window=1, burst_chunk_period=0.5)
+    agg.watermark(0.0)
+    for i in range(40):
+        word = chr(ord("a") + i % 20) * 3             # 20 kinds, 2 events each
+        agg.on_event("events", f"{word} sensor {i} at {i * 0.5} m " + "x" * 500, 0.01 * i)
+    (chunk,) = [c for c in agg.watermark(0.5) if c.coalesced]
+    assert chunk.coalesced == 39 and "16 more events" not in chunk.text
+    assert chunk.text.count("' x") == 3 and "of other kinds" in chunk.text
+    assert "'bbb sensor # at # m xxx" in chunk.text and "' x2" in chunk.text and len(chunk.text) < 800
 
 
 def test_without_watermarks_a_burst_is_flushed_by_the_next_window_in_order():
@@ -182,9 +221,11 @@ def test_without_watermarks_a_burst_is_flushed_by_the_next_window_in_order():
     assert [c.text for c in out] == ["[0.0s] events: e0", "[0.1s] events: e1"]
     out += agg.watermark(0.9)                          # still inside the window: nothing due
     assert len(out) == 2
-    out += agg.on_event("events", "next", 1.2)         # a new window: the burst first, then the event
-    assert [c.coalesced for c in out] == [0, 0, 4, 0] and out[2].stamp == 0.0
-    assert [c.seq for c in out] == [0, 1, 2, 3] and out[3].text == "[1.2s] events: next"
+    out += agg.on_event("events", "next", 1.2)         # a new window: the burst first; it holds "next"
+    assert [c.coalesced for c in out] == [0, 0, 4] and out[2].stamp == 0.0
+    out += agg.watermark(2.05)                         # the burst ended: "next" as it was sent
+    assert [c.seq for c in out] == [0, 1, 2, 3] and out[3].text == "[1.0s] events: next"
+    assert out[3].coalesced == 0 and agg.coalesced_total == 4
 
 
 def test_source_parameters_default_from_the_known_sources_and_a_new_one_needs_a_type():

@@ -19,7 +19,7 @@ from csr_llm_common.stats import percentile, round_or_none
 
 KIND_EVENT = 0          # StateChunk.KIND_EVENT
 TRIGGER_EVENT = 1       # Decision.TRIGGER_EVENT
-COALESCED = re.compile(r"(\d+) more events in this .*?\(burst coalesced\)")
+COALESCED = re.compile(r"(\d+) more events in .*?\(burst coalesced\)")
 # Names the reasoning node's status may give its count of skipped periodic decisions.
 SKIPPED_PERIODIC_FIELDS = ("skipped_periodic", "skipped_periodic_decisions", "periodic_skipped")
 DIGITS = 3
