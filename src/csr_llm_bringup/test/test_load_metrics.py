@@ -80,7 +80,6 @@ def test_coalesced_counts_and_skipped_periodic_read_defensively():
     assert coalesced_count("[1.0s] events: operator: 37 more events") == 0
     assert skipped_periodic_of(SimpleNamespace(backlog_chunks=3)) is None
     assert skipped_periodic_of(SimpleNamespace(skipped_periodic=4)) == 4
-    assert skipped_periodic_of(SimpleNamespace(skipped_periodic_decisions=2)) == 2
 
 
 def test_latency_summary_uses_the_shared_percentile():

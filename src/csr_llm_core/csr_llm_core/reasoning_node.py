@@ -260,6 +260,7 @@ class ReasoningNode(Node):
 
     def publish_status(self) -> None:
         s = self.reasoner.status()
+        schedule = self.scheduler.counts()
         msg = CsrStatus(prefix_tokens=s["prefix_tokens"], static_tokens=s["static_tokens"], tau_mem=s["tau_mem"],
                         chunk_count=s["chunk_count"], state_version=s["state_version"],
                         reconciling=s["reconciling"], primary_resource=s["primary_resource"],
@@ -270,11 +271,12 @@ class ReasoningNode(Node):
                         failovers=s["failovers"], refused_decisions=s["refused_decisions"],
                         down_resources=list(s["down_resources"]), dropped_chunks=self.chunk_faults.total,
                         backlog_chunks=self.scheduler.backlog(),
+                        skipped_periodic=schedule.skipped_periodic, coalesced_events=schedule.coalesced_events,
                         next_decision_due=self.scheduler.next_decision_due(),
                         last_decision_id=self.decision_id - 1)
         msg.header.stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(msg)
-        counts = self.scheduler.counts_report()    # CsrStatus has no field for them: logged instead
+        counts = self.scheduler.counts_report()    # and a line now and then for whoever reads the log
         if counts:
             self.get_logger().info(counts)
 

@@ -24,8 +24,9 @@ It prints a table and writes (`--out`)::
 
 and a plot (`--plot`) of each event's time to decision and the reasoning node's backlog over time.
 An event not decided within `decide_timeout_s` counts as not decided (`undecided`, `decided`
-false, `next_event_s` null); the bench never waits longer. `skipped_periodic` is null where the
-reasoning node's status does not count skipped periodic decisions.
+false, `next_event_s` null); the bench never waits longer. `skipped_periodic` is the increase of
+CsrStatus.skipped_periodic over the phase (periodic decisions skipped, never queued, while the
+decision thread was busy).
 """
 from __future__ import annotations
 

@@ -20,8 +20,6 @@ from csr_llm_common.stats import percentile, round_or_none
 KIND_EVENT = 0          # StateChunk.KIND_EVENT
 TRIGGER_EVENT = 1       # Decision.TRIGGER_EVENT
 COALESCED = re.compile(r"(\d+) more events in .*?\(burst coalesced\)")
-# Names the reasoning node's status may give its count of skipped periodic decisions.
-SKIPPED_PERIODIC_FIELDS = ("skipped_periodic", "skipped_periodic_decisions", "periodic_skipped")
 DIGITS = 3
 
 
@@ -36,12 +34,9 @@ def coalesced_count(text: str) -> int:
 
 
 def skipped_periodic_of(status: Any) -> Optional[int]:
-    """The reasoning node's count of skipped periodic decisions, where its status reports one."""
-    for name in SKIPPED_PERIODIC_FIELDS:
-        value = getattr(status, name, None)
-        if value is not None:
-            return int(value)
-    return None
+    """CsrStatus.skipped_periodic (None from a reasoning node whose status has no such field)."""
+    value = getattr(status, "skipped_periodic", None)
+    return None if value is None else int(value)
 
 
 @dataclass
