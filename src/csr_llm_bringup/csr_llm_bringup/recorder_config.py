@@ -21,6 +21,7 @@ class RecorderConfig:
     # of a core that the reasoning node needs
     rate_limited_topics: List[str] = field(default_factory=list)
     rate_limit_hz: float = 100.0
+    cpu_affinity: str = ""          # CPUs for this node's threads, taskset syntax; "" = any
 
     def run_directory(self) -> Path:
         return Path(self.run_dir or f"build/runs/{time.strftime('%Y%m%d-%H%M%S')}").expanduser()

@@ -13,6 +13,7 @@ from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
 from csr_llm_common.faults import FaultLog
+from csr_llm_common.realtime import pin_threads
 from csr_llm_common.ros import qos as suite_qos
 from csr_llm_common.ros.node import run_node
 from csr_llm_common.ros.params import declare_dataclass
@@ -30,6 +31,9 @@ class RecorderNode(Node):
     def __init__(self, **kwargs):
         super().__init__("recorder", **kwargs)
         config = declare_dataclass(self, RecorderConfig())
+        placed = pin_threads(config.cpu_affinity)     # before the status printer's thread: it inherits them
+        if placed:
+            self.get_logger().info(placed)
         self.run_dir = config.run_directory()
         self.storage = config.storage
         self.wanted = list(config.topics)

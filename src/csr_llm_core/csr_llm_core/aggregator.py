@@ -101,6 +101,7 @@ class AggregatorConfig:
     burst_chunk_period: float = 1.0
     # the burst window without watermarks (s); with watermarks it is the watermark window
     event_window: float = 0.5
+    cpu_affinity: str = ""           # CPUs for this node's threads, taskset syntax; "" = any
 
 
 SOURCE_FIELDS = ("topic", "type", "period", "threshold")

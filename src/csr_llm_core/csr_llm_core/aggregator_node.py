@@ -18,6 +18,7 @@ from csr_llm_msgs.msg import StateChunk
 from .aggregator import (Aggregator, AggregatorConfig, SampleError, TopicSpec, source_parameters,
                          topic_specs)
 from csr_llm_common.faults import FaultLog
+from csr_llm_common.realtime import pin_threads
 from csr_llm_common.ros import qos
 from csr_llm_common.ros.geometry import yaw_from_quaternion
 from csr_llm_common.ros.node import run_node, stamp_or_now
@@ -60,6 +61,9 @@ class AggregatorNode(Node):
     def __init__(self, **kwargs):
         super().__init__("aggregator", **kwargs)
         config, specs = declare_config(self)
+        placed = pin_threads(config.cpu_affinity)
+        if placed:
+            self.get_logger().info(placed)
         self.faults = FaultLog(self.get_logger().warning, counted_in="the aggregator (not logged)")
         self.aggregator = Aggregator(specs, max_event_chars=config.max_event_chars,
                                      watermark_period=config.watermark_period,
