@@ -7,6 +7,12 @@ thread, destroy the node (its last logs and saves), rclpy.shutdown(). rclpy's ow
 invalidate the context before destroy_node runs. destroy_node is bounded too: once (seen in a test
 run) rclpy's final node destruction never returned after every node step had finished, and the
 runner had to SIGKILL the process.
+
+The handlers are installed before the node is built, so a stop also reaches a long start (model
+load, prefix rebuild): the constructor asks ``stop_requested()`` between its steps and raises
+``StartCancelled``; run_node then exits 0 without a node. A constructor that does not get to ask
+within START_STOP_S of the signal (a long native call) is left: one line says where it was and the
+process exits 0 (it had nothing running yet, so nothing to save).
 """
 from __future__ import annotations
 
@@ -36,11 +42,57 @@ MIN_DESTROY_S = 1.0
 # A node still tearing down this long after the stop signal prints every thread's stack (then a
 # supervisor's SIGKILL leaves a log that says where it hung); under the runner's 30 s grace.
 TEARDOWN_DUMP_S = 25.0
+# A node still inside its constructor this long after the stop signal exits without it.
+START_STOP_S = 5.0
+
+# Set by SIGINT/SIGTERM once run_node installed its handlers (one node per process).
+_STOP = threading.Event()
+
+
+class StartCancelled(Exception):
+    """Raised by a node's constructor that saw stop_requested(): the start is given up, not failed."""
+
+
+def stop_requested() -> bool:
+    """True once this process was asked to stop (SIGINT/SIGTERM under run_node)."""
+    return _STOP.is_set()
+
+
+def raise_if_stop_requested(step: str) -> None:
+    """StartCancelled (naming the start step reached) when a stop signal arrived."""
+    if _STOP.is_set():
+        raise StartCancelled(step)
 
 
 def _on_stop_signal(stop: threading.Event) -> None:
     stop.set()
     faulthandler.dump_traceback_later(TEARDOWN_DUMP_S, exit=False)
+
+
+def _watch_the_start(built: threading.Event, starter: threading.Thread) -> None:
+    """Once a stop arrives, give a constructor still running START_STOP_S to notice, then exit."""
+    _STOP.wait()
+    if built.wait(START_STOP_S):
+        return
+    print(f"stop requested during start-up; still starting {START_STOP_S:g} s later, in "
+          f"{thread_where(starter)}: exiting without finishing the start (nothing ran yet, nothing to save)",
+          file=sys.stderr, flush=True)
+    os._exit(0)       # the interpreter's teardown would wait on (or free under) the constructor's native call
+
+
+def _build(node_factory: Callable[[], Node]) -> Optional[Node]:
+    """node_factory() watched for stops; None when the constructor gave up (StartCancelled)."""
+    built = threading.Event()
+    threading.Thread(target=_watch_the_start, args=(built, threading.current_thread()),
+                     name="start-watch", daemon=True).start()
+    try:
+        return node_factory()
+    except StartCancelled as cancelled:
+        print(f"stop requested during start-up ({cancelled}): exiting before the node runs",
+              file=sys.stderr, flush=True)
+        return None
+    finally:
+        built.set()
 
 
 def _single_threaded(_node: Node) -> Executor:
@@ -60,15 +112,18 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
     # SIGUSR1 prints every thread's stack from C, so it works even when a hung call holds the GIL
     # and no Python signal handler can run (the runner sends it before SIGKILL)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stop = threading.Event()
+    stop = _STOP
+    stop.clear()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: _on_stop_signal(stop))
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node: Optional[Node] = None
     executor: Optional[Executor] = None
     thread: Optional[threading.Thread] = None
     try:
-        node = node_factory()
+        node = _build(node_factory)
+        if node is None:
+            return 0
         executor = executor_factory(node)
         executor.add_node(node)
 
