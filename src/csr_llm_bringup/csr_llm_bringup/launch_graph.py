@@ -14,10 +14,11 @@ actions, resolving the `params_file`, `namespace` and `use_sim_time` arguments a
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from .graph import load_profile
 from .runner import RESTART_DELAY_S, STOP_GRACE_S, component_argument, write_params_file
@@ -97,6 +98,29 @@ def stop_report(name: str, returncode: Optional[int], shutting_down: bool) -> Op
         return (f"{name} was killed (SIGKILL): it did not stop within its {STOP_GRACE_S:g} s grace; "
                 "what it had not saved is lost")
     return f"{name} exited with code {returncode} while the launch was stopping"
+
+
+def _ros_package_installed(name: str) -> bool:
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+    try:
+        get_package_prefix(name)
+        return True
+    except PackageNotFoundError:
+        return False
+
+
+def gazebo_missing(which: Callable[[str], Optional[str]] = shutil.which,
+                   installed: Callable[[str], bool] = _ros_package_installed) -> Optional[str]:
+    """One line saying what gazebo.launch.py needs and does not find (`gz`, ros_gz_bridge), or None."""
+    missing = []
+    if which("gz") is None:
+        missing.append("`gz` is not on PATH (gz-sim: ros-<distro>-ros-gz-sim)")
+    if not installed("ros_gz_bridge"):
+        missing.append("ROS package 'ros_gz_bridge' is not installed (ros-<distro>-ros-gz-bridge)")
+    if not missing:
+        return None
+    return ("gazebo.launch.py needs Gazebo: " + "; ".join(missing)
+            + ". Without Gazebo use the MuJoCo simulator: ros2 launch csr_llm_bringup sim.launch.py")
 
 
 def launch_drives_lifecycle(node_kwargs: Dict[str, Any]) -> bool:

@@ -46,7 +46,11 @@ def fake_launch(monkeypatch):
         "launch.actions": types.SimpleNamespace(DeclareLaunchArgument=recorder("DeclareLaunchArgument"),
                                                 OpaqueFunction=recorder("OpaqueFunction"),
                                                 Shutdown=recorder("Shutdown"), EmitEvent=recorder("EmitEvent"),
-                                                RegisterEventHandler=recorder("RegisterEventHandler")),
+                                                RegisterEventHandler=recorder("RegisterEventHandler"),
+                                                ExecuteProcess=recorder("ExecuteProcess"),
+                                                IncludeLaunchDescription=recorder("IncludeLaunchDescription")),
+        "launch.launch_description_sources": types.SimpleNamespace(
+            PythonLaunchDescriptionSource=recorder("PythonLaunchDescriptionSource")),
         "launch.event_handlers": types.SimpleNamespace(OnProcessStart=recorder("OnProcessStart")),
         "launch.events": types.SimpleNamespace(matches_action=lambda action: ("matches", action)),
         "launch.substitutions": types.SimpleNamespace(LaunchConfiguration=LaunchConfiguration),
@@ -298,3 +302,42 @@ def test_a_node_launch_had_to_kill_is_reported(fake_launch):
     assert context.emit(on_exit(types.SimpleNamespace(returncode=-9), context)) == []
     (line,) = fake_launch.launch_log
     assert line.startswith("reasoning was killed (SIGKILL)")
+
+
+def _gazebo_launch_file(fake_launch):
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "launch" / "gazebo.launch.py"
+    spec = importlib.util.spec_from_file_location("gazebo_launch", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gazebo_without_gazebo_stops_with_one_line(fake_launch, monkeypatch):
+    """Without gz-sim it ended in a FileNotFoundError traceback, then "package 'ros_gz_bridge' not found"."""
+    from csr_llm_bringup.launch_graph import gazebo_missing
+    line = gazebo_missing(which=lambda name: None, installed=lambda name: False)
+    assert "\n" not in line and "`gz` is not on PATH" in line and "'ros_gz_bridge' is not installed" in line
+    assert gazebo_missing(which=lambda name: "/usr/bin/gz", installed=lambda name: True) is None
+    module = _gazebo_launch_file(fake_launch)
+    monkeypatch.setattr(module, "gazebo_missing", lambda: "gazebo.launch.py needs Gazebo: ...")
+    (opaque,) = [a for a in module.generate_launch_description() if type(a).__name__ == "OpaqueFunction"]
+    with pytest.raises(RuntimeError, match="needs Gazebo"):
+        opaque.kwargs["function"](types.SimpleNamespace(launch_configurations={}))
+
+
+def test_gazebo_honours_its_use_sim_time_and_activate_router_arguments(fake_launch, monkeypatch):
+    module = _gazebo_launch_file(fake_launch)
+    monkeypatch.setattr(module, "gazebo_missing", lambda: None)
+    monkeypatch.setattr(module, "get_package_share_directory", lambda package: "/opt/share/" + package)
+    description = module.generate_launch_description()
+    declared = {a.args[0] for a in description if type(a).__name__ == "DeclareLaunchArgument"}
+    assert {"world", "params_file", "namespace", "use_sim_time", "activate_router"} <= declared
+    (opaque,) = [a for a in description if type(a).__name__ == "OpaqueFunction"]
+    context = types.SimpleNamespace(launch_configurations={"use_sim_time": "false", "activate_router": "false"})
+    actions = opaque.kwargs["function"](context)
+    (bridge,) = [a for a in actions if type(a).__name__ == "Node"]
+    assert bridge.kwargs["parameters"][0]["use_sim_time"] is False
+    (include,) = [a for a in actions if type(a).__name__ == "IncludeLaunchDescription"]
+    passed = {name: value.perform(context) for name, value in include.kwargs["launch_arguments"]}
+    assert passed["use_sim_time"] == "false" and passed["activate_router"] == "false"

@@ -160,6 +160,11 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
         if rclpy.ok():
             rclpy.shutdown()
         faulthandler.cancel_dump_traceback_later()
+        # the stop is done: a late SIGINT (Ctrl-C reaches every process of the terminal's group and
+        # launch sends its own) must not hit the interpreter's exit, which restores the default
+        # handlers (exit code -2 after a clean stop)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
         if node is not None and getattr(node, "exit_without_teardown", False):
             # a thread of the node is still inside native code (a decode): the interpreter's teardown
             # frees what it uses under it (SIGSEGV at exit)
