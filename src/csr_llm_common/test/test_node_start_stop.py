@@ -45,8 +45,33 @@ raise SystemExit(ros_node.run_node(StuckStart))
 """
 
 
-def _stopped_during_start(script: str, sig: int):
-    output = ChildOutput(subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+SLOW_IMPORTS = """
+import csr_llm_common.stop_signal
+print("up", flush=True)
+import time
+time.sleep(3.0)                           # rclpy, llama.cpp ... on a loaded machine
+from rclpy.node import Node
+from csr_llm_common.ros import node as ros_node
+
+class Started(Node):
+    def __init__(self):
+        super().__init__("started")
+        print("constructed", flush=True)
+
+raise SystemExit(ros_node.run_node(Started))
+"""
+
+
+def test_a_node_process_stopped_during_its_imports_exits_0_without_starting():
+    """Ctrl-C reaches every process at once: one still importing died of KeyboardInterrupt (-2)."""
+    returncode, out, took = _stopped_during_start(SLOW_IMPORTS, signal.SIGINT, "--ros-args")
+    assert returncode == 0, out
+    assert "KeyboardInterrupt" not in out and "constructed" not in out, out
+    assert "stop requested during start-up (before the start)" in out, out
+
+
+def _stopped_during_start(script: str, sig: int, *args: str):
+    output = ChildOutput(subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True))
     assert output.wait_for(lambda text: "up\n" in text, timeout=60), output.finish(timeout=0)[1]
     sent = time.monotonic()

@@ -1,6 +1,9 @@
 """Reasoning node: StateChunk stream -> CSR token store (+ ASR) -> Decision at decision_hz and on events."""
 from __future__ import annotations
 
+# first: a stop (Ctrl-C) during the slow imports below is caught, not a KeyboardInterrupt
+from csr_llm_common.stop_signal import StartCancelled, raise_if_stop_requested, stop_requested
+
 import os
 import sys
 import threading
@@ -33,7 +36,7 @@ from .running_task import RunningTask
 from csr_llm_common.ros import qos
 from csr_llm_common.ros.intent_args import arguments_to_dict, dict_to_arguments
 from csr_llm_common.backoff import Backoff
-from csr_llm_common.ros.node import StartCancelled, raise_if_stop_requested, run_node, stop_requested, thread_where
+from csr_llm_common.ros.node import run_node, thread_where
 from csr_llm_common.ros.params import declare_dataclass
 from csr_llm_common.ros.spin import take_waiting
 from csr_llm_common.ros.stamps import set_stamp, stamp_to_sec

@@ -26,7 +26,10 @@ import traceback
 from pathlib import Path
 from typing import Callable, List, Optional
 
-import rclpy
+from csr_llm_common.stop_signal import (StartCancelled, catch_stop_signals, raise_if_stop_requested,  # noqa: F401
+                                       request_stop, stop_requested, wait_for_stop)
+
+import rclpy  # noqa: E402 - after stop_signal: a stop during rclpy's import is caught
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
@@ -45,33 +48,13 @@ TEARDOWN_DUMP_S = 25.0
 # A node still inside its constructor this long after the stop signal exits without it.
 START_STOP_S = 5.0
 
-# Set by SIGINT/SIGTERM once run_node installed its handlers (one node per process).
-_STOP = threading.Event()
-
-
-class StartCancelled(Exception):
-    """Raised by a node's constructor that saw stop_requested(): the start is given up, not failed."""
-
-
-def stop_requested() -> bool:
-    """True once this process was asked to stop (SIGINT/SIGTERM under run_node)."""
-    return _STOP.is_set()
-
-
-def raise_if_stop_requested(step: str) -> None:
-    """StartCancelled (naming the start step reached) when a stop signal arrived."""
-    if _STOP.is_set():
-        raise StartCancelled(step)
-
-
-def _on_stop_signal(stop: threading.Event) -> None:
-    stop.set()
+def _arm_teardown_dump() -> None:
     faulthandler.dump_traceback_later(TEARDOWN_DUMP_S, exit=False)
 
 
 def _watch_the_start(built: threading.Event, starter: threading.Thread) -> None:
     """Once a stop arrives, give a constructor still running START_STOP_S to notice, then exit."""
-    _STOP.wait()
+    wait_for_stop()
     if built.wait(START_STOP_S):
         return
     print(f"stop requested during start-up; still starting {START_STOP_S:g} s later, in "
@@ -86,6 +69,7 @@ def _build(node_factory: Callable[[], Node]) -> Optional[Node]:
     threading.Thread(target=_watch_the_start, args=(built, threading.current_thread()),
                      name="start-watch", daemon=True).start()
     try:
+        raise_if_stop_requested("before the start")    # a stop during the imports
         return node_factory()
     except StartCancelled as cancelled:
         print(f"stop requested during start-up ({cancelled}): exiting before the node runs",
@@ -112,10 +96,9 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
     # SIGUSR1 prints every thread's stack from C, so it works even when a hung call holds the GIL
     # and no Python signal handler can run (the runner sends it before SIGKILL)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    stop = _STOP
-    stop.clear()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: _on_stop_signal(stop))
+    catch_stop_signals(on_stop=_arm_teardown_dump)
+    if stop_requested():     # caught during the imports (stop_signal.py)
+        _arm_teardown_dump()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node: Optional[Node] = None
     executor: Optional[Executor] = None
@@ -133,13 +116,13 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
             except ExternalShutdownException:
                 pass
             finally:
-                stop.set()   # the context went away (or spin failed): end the process too
+                request_stop()   # the context went away (or spin failed): end the process too
 
         thread = threading.Thread(target=spin, name=f"{node.get_name()}-spin", daemon=True)
         thread.start()
         if after_start is not None:
             after_start(node)
-        while not stop.wait(0.2):
+        while not wait_for_stop(0.2):
             pass
     finally:
         stopping_since = time.monotonic()
