@@ -40,6 +40,9 @@ SEEN = []
 
 @pytest.mark.launch_test
 @launch_testing.parametrize("profile", PROFILES)
+# the graph up to the router's activation: launch_testing's default 15 s is short on a loaded
+# 2-core machine (the simulator's start alone took more once)
+@launch_testing.ready_to_test_action_timeout(90)
 def generate_test_description(profile):
     include = IncludeLaunchDescription(PythonLaunchDescriptionSource(
         PathJoinSubstitution([FindPackageShare("csr_llm_bringup"), "launch", f"{profile}.launch.py"])),
