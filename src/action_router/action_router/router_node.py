@@ -22,6 +22,8 @@ gains ``gains.<joint>.*`` change while the node runs (``ros2 param set``), appli
 """
 from __future__ import annotations
 
+import csr_llm_common.stop_signal  # noqa: F401 - first: a Ctrl-C during the slow imports below is caught
+
 import gc
 import math
 import sys

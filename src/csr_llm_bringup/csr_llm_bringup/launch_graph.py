@@ -1,7 +1,11 @@
 """Launch descriptions built from a profile (for machines with `ros2 launch`).
 
 A node hosted in another's process (`container:`) has no action of its own: its parameters go to a
-params file named in the container's `--component` argument, as the runner does.
+params file named in the container's `--component` argument, as the runner does, followed by the
+launch's `params_file` (it reaches every node, hosted ones included). A hosted lifecycle node
+activates itself in its container (its `autostart`) once launch listens to its transition events
+(`--await-transition-listener`), and launch relays those events as `StateTransition` events, so an
+including launch file's `OnStateTransition` handler sees its four transitions as for any router.
 
 `node_actions_kwargs` is plain (no launch import) so the equivalence with the runner can be
 tested where launch is not installed; `generate_launch_description` wraps it in launch_ros
@@ -9,12 +13,19 @@ actions, resolving the `params_file`, `namespace` and `use_sim_time` arguments a
 """
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from .graph import load_profile
 from .runner import RESTART_DELAY_S, STOP_GRACE_S, component_argument, write_params_file
+
+# how long a container holds a hosted lifecycle node's self-activation until launch's subscription
+# to its transition events is matched (discovery on loopback takes well under a second)
+TRANSITION_LISTENER_WAIT_S = 10.0
 
 
 def _as_bool(value: Any) -> bool:
@@ -37,16 +48,24 @@ def node_actions_kwargs(profile: str, params_file: str = "", namespace: str = ""
 
     for spec in loaded.processes:
         parameters = parameters_of(spec)
+        node_namespace = (namespace or spec.namespace).strip("/")
         arguments: List[str] = []
-        for hosted in loaded.hosted_by(spec.name):     # it activates itself (its autostart): no launch events
+        hosted_lifecycle: List[str] = []
+        for hosted in loaded.hosted_by(spec.name):     # it activates itself (its autostart), relayed below
             hosted.parameters = parameters_of(hosted)
             folder = Path(tempfile.mkdtemp(prefix="csr_llm_launch_"))
-            arguments += ["--component", component_argument(hosted, write_params_file(hosted, folder))]
+            component = component_argument(hosted, write_params_file(hosted, folder))
+            arguments += ["--component", os.pathsep.join([component] + ([params_file] if params_file else []))]
+            if hosted.lifecycle:
+                hosted_lifecycle.append(f"/{node_namespace}/{hosted.name}" if node_namespace else f"/{hosted.name}")
+                if _as_bool(hosted.parameters.get("autostart", False)):
+                    arguments += ["--await-transition-listener", f"{TRANSITION_LISTENER_WAIT_S:g}"]
         kwargs = {"package": spec.package, "executable": spec.executable, "name": spec.name,
                   "arguments": arguments,
-                  "namespace": (namespace or spec.namespace).strip("/"),
+                  "namespace": node_namespace,
                   "parameters": [parameters] + ([params_file] if params_file else []),
                   "remappings": list(spec.remappings), "output": "screen", "lifecycle": spec.lifecycle,
+                  "hosted_lifecycle": hosted_lifecycle,
                   "ends_run": spec.ends_run, "respawn": spec.restart, "respawn_delay": RESTART_DELAY_S,
                   # launch's default (5 s) SIGTERMs a node still writing its report or saving state
                   "sigterm_timeout": str(STOP_GRACE_S), "sigkill_timeout": "5.0"}
@@ -70,6 +89,40 @@ def exit_reason(name: str, returncode: Optional[int], ends_run: bool, shutting_d
     return f"{name} exited unexpectedly with code {returncode}"
 
 
+def stop_report(name: str, returncode: Optional[int], shutting_down: bool) -> Optional[str]:
+    """The line that says a node did not stop by itself when launch stopped the graph (it had to be
+    killed, or died of a signal other than the SIGINT/SIGTERM it was sent); None for a clean stop."""
+    if not shutting_down or returncode in (0, None, -signal.SIGINT, -signal.SIGTERM):
+        return None
+    if returncode == -signal.SIGKILL:
+        return (f"{name} was killed (SIGKILL): it did not stop within its {STOP_GRACE_S:g} s grace; "
+                "what it had not saved is lost")
+    return f"{name} exited with code {returncode} while the launch was stopping"
+
+
+def _ros_package_installed(name: str) -> bool:
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+    try:
+        get_package_prefix(name)
+        return True
+    except PackageNotFoundError:
+        return False
+
+
+def gazebo_missing(which: Callable[[str], Optional[str]] = shutil.which,
+                   installed: Callable[[str], bool] = _ros_package_installed) -> Optional[str]:
+    """One line saying what gazebo.launch.py needs and does not find (`gz`, ros_gz_bridge), or None."""
+    missing = []
+    if which("gz") is None:
+        missing.append("`gz` is not on PATH (gz-sim: ros-<distro>-ros-gz-sim)")
+    if not installed("ros_gz_bridge"):
+        missing.append("ROS package 'ros_gz_bridge' is not installed (ros-<distro>-ros-gz-bridge)")
+    if not missing:
+        return None
+    return ("gazebo.launch.py needs Gazebo: " + "; ".join(missing)
+            + ". Without Gazebo use the MuJoCo simulator: ros2 launch csr_llm_bringup sim.launch.py")
+
+
 def launch_drives_lifecycle(node_kwargs: Dict[str, Any]) -> bool:
     """Whether launch must bring this node up (configure, then activate) instead of the node's own
     ``autostart``: a node that activates itself does so before launch's subscription to its
@@ -89,6 +142,7 @@ def generate_launch_description(profile: str):
     from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler, Shutdown
     from launch.event_handlers import OnProcessStart
     from launch.events import matches_action
+    from launch.logging import get_logger
     from launch.substitutions import LaunchConfiguration
     from launch_ros.actions import LifecycleNode, Node
     from launch_ros.event_handlers import OnStateTransition
@@ -106,6 +160,20 @@ def generate_launch_description(profile: str):
                                                        goal_state="inactive",
                                                        entities=[change(Transition.TRANSITION_ACTIVATE)]))]
 
+    def relay_transitions(container, node_name: str):
+        """StateTransition events from a node hosted in `container`'s process, as a LifecycleNode
+        action emits them for its own process (OnStateTransition handlers without a target see them)."""
+        def subscribe(context):
+            from launch_ros.events.lifecycle import StateTransition
+            from launch_ros.ros_adapters import get_ros_node
+            from lifecycle_msgs.msg import TransitionEvent
+
+            def on_event(msg):
+                event = StateTransition(action=container, msg=msg)
+                context.asyncio_loop.call_soon_threadsafe(lambda: context.emit_event_sync(event))
+            get_ros_node(context).create_subscription(TransitionEvent, f"{node_name}/transition_event", on_event, 10)
+        return OpaqueFunction(function=subscribe)
+
     def make_nodes(context, *args, **kwargs):
         def arg(name):
             return LaunchConfiguration(name).perform(context)
@@ -115,13 +183,18 @@ def generate_launch_description(profile: str):
             driven = launch_drives_lifecycle(node_kwargs)
             cls = LifecycleNode if node_kwargs.pop("lifecycle") else Node
             ends_run = node_kwargs.pop("ends_run")
+            hosted_lifecycle = node_kwargs.pop("hosted_lifecycle")
 
             def on_exit(event, exit_context, name=node_kwargs["name"], ends_run=ends_run,
                         respawn=node_kwargs["respawn"]):
+                report = stop_report(name, event.returncode, exit_context.is_shutdown)
+                if report:
+                    get_logger("launch").error(report)
                 reason = exit_reason(name, event.returncode, ends_run, exit_context.is_shutdown, respawn)
                 return [Shutdown(reason=reason)] if reason else []
             node_kwargs["on_exit"] = on_exit
             node = cls(**node_kwargs)
+            actions.extend(relay_transitions(node, name) for name in hosted_lifecycle)   # subscribed before it starts
             actions.append(node)
             if driven:
                 actions.extend(bring_up(node))

@@ -1,6 +1,8 @@
 """Recorder node: records a run to a rosbag2, prints a live status line, writes the run report on exit."""
 from __future__ import annotations
 
+import csr_llm_common.stop_signal  # noqa: F401 - first: a Ctrl-C during the slow imports below is caught
+
 import json
 import sys
 import threading

@@ -18,10 +18,14 @@ class _Recorded:
         self.args, self.kwargs = args, kwargs
 
 
+class _Created(list):
+    """The actions the fake launch classes created, and what launch's logger was told."""
+
+
 @pytest.fixture
 def fake_launch(monkeypatch):
     """launch/launch_ros are not installable here: stub the classes our launch files use."""
-    created = []
+    created = _Created()
 
     def recorder(kind):
         return type(kind, (_Recorded,), {"__init__": lambda self, *a, **k: (created.append((kind, k)),
@@ -34,12 +38,19 @@ def fake_launch(monkeypatch):
         def perform(self, context):
             return context.launch_configurations.get(self.name, "")
 
+    launch_log = types.SimpleNamespace(lines=[])
+    launch_log.error = launch_log.lines.append
     modules = {
         "launch": types.SimpleNamespace(LaunchDescription=lambda actions: list(actions)),
+        "launch.logging": types.SimpleNamespace(get_logger=lambda name: launch_log),
         "launch.actions": types.SimpleNamespace(DeclareLaunchArgument=recorder("DeclareLaunchArgument"),
                                                 OpaqueFunction=recorder("OpaqueFunction"),
                                                 Shutdown=recorder("Shutdown"), EmitEvent=recorder("EmitEvent"),
-                                                RegisterEventHandler=recorder("RegisterEventHandler")),
+                                                RegisterEventHandler=recorder("RegisterEventHandler"),
+                                                ExecuteProcess=recorder("ExecuteProcess"),
+                                                IncludeLaunchDescription=recorder("IncludeLaunchDescription")),
+        "launch.launch_description_sources": types.SimpleNamespace(
+            PythonLaunchDescriptionSource=recorder("PythonLaunchDescriptionSource")),
         "launch.event_handlers": types.SimpleNamespace(OnProcessStart=recorder("OnProcessStart")),
         "launch.events": types.SimpleNamespace(matches_action=lambda action: ("matches", action)),
         "launch.substitutions": types.SimpleNamespace(LaunchConfiguration=LaunchConfiguration),
@@ -51,7 +62,13 @@ def fake_launch(monkeypatch):
     }
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
+    created.launch_log = launch_log.lines
     return created
+
+
+
+def is_node(action) -> bool:
+    return type(action).__name__ in ("Node", "LifecycleNode")
 
 
 def launch_nodes(fake_launch, profile, **configurations):
@@ -87,7 +104,7 @@ def parse_runner_command(argv):
 
 @pytest.mark.parametrize("profile", ["sim", "robot", "replay", "robot_remote"])
 def test_launch_and_runner_derive_the_same_nodes_parameters_and_remaps(fake_launch, tmp_path, profile):
-    actions = [a for a in launch_nodes(fake_launch, profile) if type(a).__name__ != "RegisterEventHandler"]
+    actions = [a for a in launch_nodes(fake_launch, profile) if is_node(a)]
     loaded = load_profile(profile)
     assert len(actions) == len(loaded.processes)
     for action, spec in zip(actions, loaded.processes):
@@ -153,7 +170,7 @@ def test_node_exits_end_the_launch_once_and_never_during_shutdown(fake_launch):
 def test_launch_arguments_namespace_params_file_and_sim_time(fake_launch):
     actions = launch_nodes(fake_launch, "robot", namespace="robot7", params_file="/tmp/extra.yaml",
                            use_sim_time="true", activate_router="true")
-    for action in (a for a in actions if type(a).__name__ != "RegisterEventHandler"):
+    for action in (a for a in actions if is_node(a)):
         assert action.kwargs["namespace"] == "robot7"
         assert action.kwargs["parameters"][-1] == "/tmp/extra.yaml"
         assert action.kwargs["parameters"][0]["use_sim_time"] is True
@@ -240,3 +257,87 @@ def test_bad_profiles_and_overrides_are_clear_errors(tmp_path):
     with pytest.raises(ProfileError, match="node.parameter=value"):
         parse_override("tau_mem=5")
     assert parse_override("reasoning.tau_mem=5") == ("reasoning", "tau_mem", 5)
+
+
+def test_params_file_reaches_every_node_hosted_ones_included(fake_launch, tmp_path):
+    """sim: the router hosted in the simulator's process kept the profile's state_timeout_s although
+    params_file:= says "every node": it follows the profile's file in the --component argument."""
+    user = tmp_path / "mine.yaml"
+    user.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"state_timeout_s": 0.9}}}))
+    actions = launch_nodes(fake_launch, "sim", params_file=str(user))
+    (simulator,) = [a for a in actions if is_node(a) and a.kwargs["name"] == "simulator"]
+    arguments = simulator.kwargs["arguments"]
+    from csr_llm_bringup.sim.hosting import parse_components
+    (component,) = parse_components(arguments)
+    assert component.params_files[-1] == user and len(component.params_files) == 2
+
+
+def test_a_hosted_lifecycle_node_reports_its_transitions_to_launch(fake_launch):
+    """sim: the router lives in the simulator's process, so no LifecycleNode action sees its
+    transitions: launch subscribes to them (before the container starts) and the container holds
+    the router's self-activation until that subscription is matched (they are volatile)."""
+    from csr_llm_bringup.sim.hosting import listener_wait_of
+    actions = launch_nodes(fake_launch, "sim", activate_router="true")
+    names = [type(a).__name__ for a in actions]
+    simulator_at = [i for i, a in enumerate(actions) if is_node(a) and a.kwargs["name"] == "simulator"][0]
+    assert "OpaqueFunction" in names[:simulator_at]                     # the relay, before its container
+    assert listener_wait_of(actions[simulator_at].kwargs["arguments"]) > 0
+    assert not any(type(a).__name__ == "LifecycleNode" for a in actions)
+    # without it the router would activate unseen: the runner's command has no wait
+    profile = load_profile("sim")
+    router = profile.node("action_router")
+    assert listener_wait_of(node_command(profile.node("simulator"), Path("/p.yaml"),
+                                         components=[component_argument(router, Path("/r.yaml"))])) == 0.0
+
+
+def test_a_node_launch_had_to_kill_is_reported(fake_launch):
+    """launch SIGKILLs a node still running STOP_GRACE_S + 5 s after its SIGINT (a reasoning node
+    rebuilding its prefix did): the exit code was -9 and `ros2 launch` said nothing more."""
+    actions = {a.kwargs["name"]: a for a in launch_nodes(fake_launch, "robot") if is_node(a)}
+    context = StrictLaunchContext()
+    context.is_shutdown = True
+    on_exit = actions["reasoning"].kwargs["on_exit"]
+    assert context.emit(on_exit(types.SimpleNamespace(returncode=0), context)) == []
+    assert fake_launch.launch_log == []
+    assert context.emit(on_exit(types.SimpleNamespace(returncode=-9), context)) == []
+    (line,) = fake_launch.launch_log
+    assert line.startswith("reasoning was killed (SIGKILL)")
+
+
+def _gazebo_launch_file(fake_launch):
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "launch" / "gazebo.launch.py"
+    spec = importlib.util.spec_from_file_location("gazebo_launch", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gazebo_without_gazebo_stops_with_one_line(fake_launch, monkeypatch):
+    """Without gz-sim it ended in a FileNotFoundError traceback, then "package 'ros_gz_bridge' not found"."""
+    from csr_llm_bringup.launch_graph import gazebo_missing
+    line = gazebo_missing(which=lambda name: None, installed=lambda name: False)
+    assert "\n" not in line and "`gz` is not on PATH" in line and "'ros_gz_bridge' is not installed" in line
+    assert gazebo_missing(which=lambda name: "/usr/bin/gz", installed=lambda name: True) is None
+    module = _gazebo_launch_file(fake_launch)
+    monkeypatch.setattr(module, "gazebo_missing", lambda: "gazebo.launch.py needs Gazebo: ...")
+    (opaque,) = [a for a in module.generate_launch_description() if type(a).__name__ == "OpaqueFunction"]
+    with pytest.raises(RuntimeError, match="needs Gazebo"):
+        opaque.kwargs["function"](types.SimpleNamespace(launch_configurations={}))
+
+
+def test_gazebo_honours_its_use_sim_time_and_activate_router_arguments(fake_launch, monkeypatch):
+    module = _gazebo_launch_file(fake_launch)
+    monkeypatch.setattr(module, "gazebo_missing", lambda: None)
+    monkeypatch.setattr(module, "get_package_share_directory", lambda package: "/opt/share/" + package)
+    description = module.generate_launch_description()
+    declared = {a.args[0] for a in description if type(a).__name__ == "DeclareLaunchArgument"}
+    assert {"world", "params_file", "namespace", "use_sim_time", "activate_router"} <= declared
+    (opaque,) = [a for a in description if type(a).__name__ == "OpaqueFunction"]
+    context = types.SimpleNamespace(launch_configurations={"use_sim_time": "false", "activate_router": "false"})
+    actions = opaque.kwargs["function"](context)
+    (bridge,) = [a for a in actions if type(a).__name__ == "Node"]
+    assert bridge.kwargs["parameters"][0]["use_sim_time"] is False
+    (include,) = [a for a in actions if type(a).__name__ == "IncludeLaunchDescription"]
+    passed = {name: value.perform(context) for name, value in include.kwargs["launch_arguments"]}
+    assert passed["use_sim_time"] == "false" and passed["activate_router"] == "false"

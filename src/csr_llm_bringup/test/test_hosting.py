@@ -9,7 +9,8 @@ import yaml
 
 from csr_llm_bringup.graph import ProfileError, load_profile
 from csr_llm_bringup.runner import component_argument, node_command, write_params_file
-from csr_llm_bringup.sim.hosting import ComponentSpec, namespace_of, parse_components, resolve_component
+from csr_llm_bringup.sim.hosting import (ComponentSpec, listener_wait_of, namespace_of, parse_components,
+                                        resolve_component)
 
 
 def test_the_sim_profile_runs_the_router_in_the_simulators_process(tmp_path):
@@ -26,13 +27,22 @@ def test_the_sim_profile_runs_the_router_in_the_simulators_process(tmp_path):
     (component,) = parse_components(argv[2:])
     assert argv.index("--component") < argv.index("--ros-args")
     assert (component.target, component.name) == ("action_router.router_node:RouterNode", "action_router")
-    params = yaml.safe_load(component.params_file.read_text())["/**"]["ros__parameters"]
+    (params_file,) = component.params_files
+    params = yaml.safe_load(params_file.read_text())["/**"]["ros__parameters"]
     assert params["tick_source"] == "joint_states" and params["use_sim_time"] is True
 
 
 def test_component_arguments_and_bad_ones_are_clear_errors():
     assert parse_components(["--component", "a.b:C/c=/x.yaml", "--ros-args", "--component", "ignored"]) == \
-        [ComponentSpec("a.b", "C", "c", Path("/x.yaml"))]
+        [ComponentSpec("a.b", "C", "c", (Path("/x.yaml"),))]
+    # launch's params_file follows the profile's (both reach the hosted node, in that order)
+    assert parse_components(["--component", "a.b:C/c=/x.yaml:/user.yaml"])[0].params_files == \
+        (Path("/x.yaml"), Path("/user.yaml"))
+    assert listener_wait_of(["--component", "a.b:C/c=/x.yaml", "--await-transition-listener", "10"]) == 10.0
+    assert listener_wait_of(["--component", "a.b:C/c=/x.yaml"]) == 0.0          # the runner: no wait
+    assert listener_wait_of(["--ros-args", "--await-transition-listener", "3"]) == 0.0
+    with pytest.raises(ValueError, match="needs a number"):
+        listener_wait_of(["--await-transition-listener", "soon"])
     assert parse_components(["--ros-args", "-r", "__node:=simulator"]) == []
     for bad in (["--component"], ["--component", "a/b/c=/x.yaml"], ["--component", "a:C/c"],
                 ["--component", "a/c=/x.yaml"], ["--component", "a:/c=/x.yaml"]):

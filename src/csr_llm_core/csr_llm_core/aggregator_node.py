@@ -1,6 +1,8 @@
 """Aggregator node: standard sensor topics -> csr_llm_msgs/StateChunk with a gap-free sequence."""
 from __future__ import annotations
 
+import csr_llm_common.stop_signal  # noqa: F401 - first: a Ctrl-C during the slow imports below is caught
+
 import sys
 import threading
 import time

@@ -1,6 +1,9 @@
 """Reasoning node: StateChunk stream -> CSR token store (+ ASR) -> Decision at decision_hz and on events."""
 from __future__ import annotations
 
+# first: a stop (Ctrl-C) during the slow imports below is caught, not a KeyboardInterrupt
+from csr_llm_common.stop_signal import StartCancelled, raise_if_stop_requested, stop_requested
+
 import os
 import sys
 import threading
@@ -32,6 +35,7 @@ from .reasoning_config import ReasoningNodeConfig, make_resources, resource_name
 from .running_task import RunningTask
 from csr_llm_common.ros import qos
 from csr_llm_common.ros.intent_args import arguments_to_dict, dict_to_arguments
+from csr_llm_common.backoff import Backoff
 from csr_llm_common.ros.node import run_node, thread_where
 from csr_llm_common.ros.params import declare_dataclass
 from csr_llm_common.ros.spin import take_waiting
@@ -65,7 +69,7 @@ class ReasoningNode(Node):
         try:
             catalogue = IntentCatalogue.from_file(intents_file)
             template = PromptTemplate.from_file(prompt_file)
-            self.engines, self.fallback = make_resources(cfg, remote, model_path)
+            self.engines, self.fallback = self._make_resources_once_up(cfg, remote, model_path)
             health = ResourceHealth(_RosLogAdapter(log), first_retry_s=cfg.health_first_retry_s,
                                     max_retry_s=cfg.health_max_retry_s)
             self.reasoner = Reasoner(self.engines, catalogue, template, cfg.reasoner, archive_path=archive_path,
@@ -76,9 +80,14 @@ class ReasoningNode(Node):
             raise SystemExit(2) from err
         self.running = RunningTaskSource(cfg.running_source, self.reasoner.catalogue.paused_after)
         self._create_fault_logs()
-        self._restore_state()
-        self.decision_id = 0
-        self._evaluate_prefix()
+        try:    # a stop during the long steps (model load, prefix rebuild) gives the start up
+            raise_if_stop_requested("model loaded")
+            self._restore_state()
+            self.decision_id = 0
+            self._evaluate_prefix()
+        except StartCancelled:
+            self._close_engines()
+            raise
         self._wire(cfg.status_hz)
         where = ", ".join(f"{e.name} on {getattr(e, 'server', 'this machine')}"
                           + (f", sliding-window cache {e.n_swa} positions" if getattr(e, "n_swa", 0) else "")
@@ -99,6 +108,31 @@ class ReasoningNode(Node):
         except ValueError as err:
             self.get_logger().fatal(f"cannot start: {err}")
             raise SystemExit(2) from err
+
+    def _make_resources_once_up(self, cfg: ReasoningNodeConfig, remote: Dict[str, RemoteResource],
+                                model_path: str) -> Tuple[list, object]:
+        """make_resources, waiting with back-off while a server does not answer (one line per change
+        of state, not a crash and a respawn per try); a stop signal ends the wait."""
+        log = self.get_logger()
+        backoff = Backoff("the reasoning servers", first_s=1.0, max_s=cfg.health_max_retry_s)
+        while True:
+            try:
+                resources = make_resources(cfg, remote, model_path)
+            except BackendUnavailable as err:
+                line = backoff.failed(str(err))
+                if line:
+                    log.warning(line)
+                if not backoff.sleep(stop_requested):
+                    raise StartCancelled("waiting for the reasoning servers") from None
+                continue
+            line = backoff.succeeded()
+            if line:
+                log.info(line)
+            return resources
+
+    def _close_engines(self) -> None:
+        for engine in self.engines + ([self.fallback] if self.fallback else []):
+            engine.close()
 
     def _place_threads(self, cfg: ReasoningNodeConfig, remote: Dict[str, RemoteResource]) -> None:
         log = self.get_logger()
@@ -140,7 +174,8 @@ class ReasoningNode(Node):
         if not self.reasoner.primary.is_local:
             return
         started = time.monotonic()
-        self.reasoner.pump()
+        if not self.reasoner.pump(preempt=stop_requested):    # stops between rebuild batches
+            raise StartCancelled(f"prefix rebuild, {self.reasoner.uncached_tokens} tokens left")
         self.get_logger().info(f"prefix evaluated on {self.reasoner.primary.name}: "
                                f"{self.reasoner.status()['prefix_tokens']} tokens in "
                                f"{time.monotonic() - started:.1f} s")
@@ -320,8 +355,7 @@ class ReasoningNode(Node):
         if not self.reasoner.close():         # a rebuild still inside llama.cpp: its engines stay open
             self.exit_without_teardown = True
             return super().destroy_node()
-        for engine in self.engines + ([self.fallback] if self.fallback else []):
-            engine.close()
+        self._close_engines()
         return super().destroy_node()
 
 

@@ -22,6 +22,8 @@ control_link.py): each joint state is ticked there and its command applied direc
 """
 from __future__ import annotations
 
+import csr_llm_common.stop_signal  # noqa: F401 - first: a Ctrl-C during the slow imports below is caught
+
 import json
 import os
 import signal

@@ -7,6 +7,12 @@ thread, destroy the node (its last logs and saves), rclpy.shutdown(). rclpy's ow
 invalidate the context before destroy_node runs. destroy_node is bounded too: once (seen in a test
 run) rclpy's final node destruction never returned after every node step had finished, and the
 runner had to SIGKILL the process.
+
+The handlers are installed before the node is built, so a stop also reaches a long start (model
+load, prefix rebuild): the constructor asks ``stop_requested()`` between its steps and raises
+``StartCancelled``; run_node then exits 0 without a node. A constructor that does not get to ask
+within START_STOP_S of the signal (a long native call) is left: one line says where it was and the
+process exits 0 (it had nothing running yet, so nothing to save).
 """
 from __future__ import annotations
 
@@ -20,7 +26,10 @@ import traceback
 from pathlib import Path
 from typing import Callable, List, Optional
 
-import rclpy
+from csr_llm_common.stop_signal import (StartCancelled, catch_stop_signals, raise_if_stop_requested,  # noqa: F401
+                                       request_stop, stop_requested, wait_for_stop)
+
+import rclpy  # noqa: E402 - after stop_signal: a stop during rclpy's import is caught
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
@@ -36,11 +45,38 @@ MIN_DESTROY_S = 1.0
 # A node still tearing down this long after the stop signal prints every thread's stack (then a
 # supervisor's SIGKILL leaves a log that says where it hung); under the runner's 30 s grace.
 TEARDOWN_DUMP_S = 25.0
+# A node still inside its constructor this long after the stop signal exits without it.
+START_STOP_S = 5.0
 
-
-def _on_stop_signal(stop: threading.Event) -> None:
-    stop.set()
+def _arm_teardown_dump() -> None:
     faulthandler.dump_traceback_later(TEARDOWN_DUMP_S, exit=False)
+
+
+def _watch_the_start(built: threading.Event, starter: threading.Thread) -> None:
+    """Once a stop arrives, give a constructor still running START_STOP_S to notice, then exit."""
+    wait_for_stop()
+    if built.wait(START_STOP_S):
+        return
+    print(f"stop requested during start-up; still starting {START_STOP_S:g} s later, in "
+          f"{thread_where(starter)}: exiting without finishing the start (nothing ran yet, nothing to save)",
+          file=sys.stderr, flush=True)
+    os._exit(0)       # the interpreter's teardown would wait on (or free under) the constructor's native call
+
+
+def _build(node_factory: Callable[[], Node]) -> Optional[Node]:
+    """node_factory() watched for stops; None when the constructor gave up (StartCancelled)."""
+    built = threading.Event()
+    threading.Thread(target=_watch_the_start, args=(built, threading.current_thread()),
+                     name="start-watch", daemon=True).start()
+    try:
+        raise_if_stop_requested("before the start")    # a stop during the imports
+        return node_factory()
+    except StartCancelled as cancelled:
+        print(f"stop requested during start-up ({cancelled}): exiting before the node runs",
+              file=sys.stderr, flush=True)
+        return None
+    finally:
+        built.set()
 
 
 def _single_threaded(_node: Node) -> Executor:
@@ -60,15 +96,17 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
     # SIGUSR1 prints every thread's stack from C, so it works even when a hung call holds the GIL
     # and no Python signal handler can run (the runner sends it before SIGKILL)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    catch_stop_signals(on_stop=_arm_teardown_dump)
+    if stop_requested():     # caught during the imports (stop_signal.py)
+        _arm_teardown_dump()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: _on_stop_signal(stop))
     node: Optional[Node] = None
     executor: Optional[Executor] = None
     thread: Optional[threading.Thread] = None
     try:
-        node = node_factory()
+        node = _build(node_factory)
+        if node is None:
+            return 0
         executor = executor_factory(node)
         executor.add_node(node)
 
@@ -78,13 +116,13 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
             except ExternalShutdownException:
                 pass
             finally:
-                stop.set()   # the context went away (or spin failed): end the process too
+                request_stop()   # the context went away (or spin failed): end the process too
 
         thread = threading.Thread(target=spin, name=f"{node.get_name()}-spin", daemon=True)
         thread.start()
         if after_start is not None:
             after_start(node)
-        while not stop.wait(0.2):
+        while not wait_for_stop(0.2):
             pass
     finally:
         stopping_since = time.monotonic()
@@ -105,6 +143,11 @@ def run_node(node_factory: Callable[[], Node], args: Optional[List[str]] = None,
         if rclpy.ok():
             rclpy.shutdown()
         faulthandler.cancel_dump_traceback_later()
+        # the stop is done: a late SIGINT (Ctrl-C reaches every process of the terminal's group and
+        # launch sends its own) must not hit the interpreter's exit, which restores the default
+        # handlers (exit code -2 after a clean stop)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
         if node is not None and getattr(node, "exit_without_teardown", False):
             # a thread of the node is still inside native code (a decode): the interpreter's teardown
             # frees what it uses under it (SIGSEGV at exit)

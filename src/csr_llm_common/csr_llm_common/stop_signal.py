@@ -1,0 +1,59 @@
+"""The process's stop request (SIGINT/SIGTERM), caught from the first import on (plain module, no rclpy).
+
+A node process (its command line has ``--ros-args``, as launch and the runner start it) catches
+SIGINT and SIGTERM as soon as this module is imported, before the slow imports (rclpy, llama.cpp)
+that come after it: a Ctrl-C then never meets Python's default handler (a KeyboardInterrupt
+traceback, exit code -2). The signal only sets an event; run_node (ros/node.py) acts on it, and a
+long start asks ``stop_requested()`` between its steps. Other processes (tests, tools) keep their
+own handlers until run_node installs these.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import Callable, List, Optional, Sequence
+
+_STOP = threading.Event()
+_on_stop: List[Callable[[], None]] = []
+
+
+class StartCancelled(Exception):
+    """Raised by a node's constructor that saw stop_requested(): the start is given up, not failed."""
+
+
+def stop_requested() -> bool:
+    """True once this process was asked to stop (SIGINT/SIGTERM)."""
+    return _STOP.is_set()
+
+
+def raise_if_stop_requested(step: str) -> None:
+    """StartCancelled (naming the start step reached) when a stop signal arrived."""
+    if _STOP.is_set():
+        raise StartCancelled(step)
+
+
+def wait_for_stop(timeout: Optional[float] = None) -> bool:
+    return _STOP.wait(timeout)
+
+
+def request_stop() -> None:
+    _STOP.set()
+    for hook in list(_on_stop):
+        hook()
+
+
+def catch_stop_signals(on_stop: Optional[Callable[[], None]] = None) -> None:
+    """SIGINT and SIGTERM set the stop request (and run on_stop); main thread only."""
+    if on_stop is not None and on_stop not in _on_stop:
+        _on_stop.append(on_stop)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: request_stop())
+
+
+def is_node_process(argv: Sequence[str]) -> bool:
+    return "--ros-args" in argv
+
+
+if is_node_process(sys.argv) and threading.current_thread() is threading.main_thread():
+    catch_stop_signals()
