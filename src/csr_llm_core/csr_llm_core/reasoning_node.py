@@ -33,6 +33,7 @@ from .reasoner import Reasoner
 from csr_llm_common.realtime import pin_threads
 from .reasoning_config import ReasoningNodeConfig, make_resources, resource_names
 from .running_task import RunningTask
+from .status_message import csr_status_message
 from csr_llm_common.ros import qos
 from csr_llm_common.ros.intent_args import arguments_to_dict, dict_to_arguments
 from csr_llm_common.backoff import Backoff
@@ -294,21 +295,8 @@ class ReasoningNode(Node):
         self.decision_pub.publish(msg)
 
     def publish_status(self) -> None:
-        s = self.reasoner.status()
-        schedule = self.scheduler.counts()
-        msg = CsrStatus(prefix_tokens=s["prefix_tokens"], static_tokens=s["static_tokens"], tau_mem=s["tau_mem"],
-                        chunk_count=s["chunk_count"], state_version=s["state_version"],
-                        reconciling=s["reconciling"], primary_resource=s["primary_resource"],
-                        buffered_tokens=s["buffered_tokens"], last_chunk_seq=max(s["last_chunk_seq"], 0),
-                        seq_gaps=s["seq_gaps"], evictions=s["evictions"], swaps=s["swaps"],
-                        evicted_chunks=s["evicted_chunks"], evicted_tokens=s["evicted_tokens"],
-                        rejected_chunks=s["rejected_chunks"], cached_tokens=s["cached_tokens"],
-                        failovers=s["failovers"], refused_decisions=s["refused_decisions"],
-                        down_resources=list(s["down_resources"]), dropped_chunks=self.chunk_faults.total,
-                        backlog_chunks=self.scheduler.backlog(),
-                        skipped_periodic=schedule.skipped_periodic, coalesced_events=schedule.coalesced_events,
-                        next_decision_due=self.scheduler.next_decision_due(),
-                        last_decision_id=self.decision_id - 1)
+        msg = csr_status_message(self.reasoner.status(), self.scheduler, dropped_chunks=self.chunk_faults.total,
+                                 last_decision_id=self.decision_id - 1)
         msg.header.stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(msg)
         counts = self.scheduler.counts_report()    # and a line now and then for whoever reads the log

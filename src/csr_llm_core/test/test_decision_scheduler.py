@@ -135,6 +135,13 @@ def test_clock_mode_decides_every_period_and_late_decisions_are_skipped_not_pile
     assert s.take_clock_due()
     assert s.next_decision_due() == 0.0        # only chunks mode announces its due time
     assert s.status() == {"backlog_chunks": 0, "skipped_periodic": 4, "coalesced_events": 0}
+    from csr_llm_core.status_message import SAME_NAME, csr_status_message
+    reasoner_status = {name: 0 for name in SAME_NAME} | {"primary_resource": "R1", "reconciling": False,
+                                                         "cached_tokens": -1, "last_chunk_seq": -1,
+                                                         "down_resources": ("R2",)}
+    msg = csr_status_message(reasoner_status, s, dropped_chunks=2, last_decision_id=7)
+    assert (msg.skipped_periodic, msg.coalesced_events, msg.backlog_chunks) == (4, 0, 0)    # published as counted
+    assert (msg.last_chunk_seq, msg.down_resources, msg.dropped_chunks, msg.last_decision_id) == (0, ["R2"], 2, 7)
 
 
 def test_no_periodic_decisions_at_zero_hz_or_on_the_clock_in_chunks_mode():
