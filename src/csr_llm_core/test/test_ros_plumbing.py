@@ -100,9 +100,10 @@ def test_a_node_declares_its_parameters_from_a_dataclass():
     try:
         node = Node("config_probe", context=context, parameter_overrides=[
             Parameter("tau_mem", value=1024), Parameter("decision_hz", value=4),   # an int for a float
-            Parameter("state_dir", value="~/csr_state")])
+            Parameter("state_dir", value="~/csr_state"), Parameter("cpu_affinity", value=1)])   # an int for a str
         cfg = declare_dataclass(node, ReasoningNodeConfig())
         assert cfg.reasoner.tau_mem == 1024 and cfg.decision_hz == 4.0 and isinstance(cfg.decision_hz, float)
+        assert cfg.cpu_affinity == "1"
         assert cfg.reasoner.mode == "asr" and cfg.status_hz == 2.0              # code defaults
         assert parameter_values(node)["tau_mem"] == 1024 and "use_sim_time" not in parameter_values(node)
         bad = Node("config_probe_bad", context=context, parameter_overrides=[Parameter("tau_mem", value="big")])

@@ -56,10 +56,14 @@ def declare_dataclass(node, defaults, *, prefix: str = "", live: Collection[str]
 
 
 def coerce(name: str, default: Any, value: Any) -> Any:
-    """``value`` in the type of ``default`` (an int where a float is expected becomes a float), or
+    """``value`` in the type of ``default`` (an int where a float is expected becomes a float; an
+    int where a string is expected becomes its digits: `cpu_affinity: 1` from YAML or ``-p``), or
     ValueError naming the parameter."""
-    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(default, float):
+            return float(value)
+        if isinstance(default, str):
+            return str(value)
     if isinstance(default, bool) != isinstance(value, bool) or \
             (type(default) is not type(value) and not isinstance(default, (list, tuple))):
         raise ValueError(f"parameter {name}: expected {type(default).__name__}, got {value!r}")
