@@ -3,12 +3,14 @@ ignored, sensor stamps, wording from config; and the aggregator's sensed chunks.
 import math
 
 import pytest
+import yaml
 
 from csr_llm_common.paths import config_file
 from csr_llm_core.aggregator import KIND_EVENT, SENSED_TOPIC, Aggregator, TopicSpec
 from csr_llm_core.situations import (RangeSample, RouterReport, RouterSample, SituationMonitor, TemperatureSample,
                                      WrenchSample, ZoneSample)
-from csr_llm_core.situations_config import (SituationsConfig, load_situations, situations_from_mapping)
+from csr_llm_core.situations_config import (SensedParameters, SituationsConfig, load_situations,
+                                            situations_from_mapping)
 
 
 def texts(monitor, samples):
@@ -226,3 +228,15 @@ def test_sensed_lines_without_watermarks_keep_their_stamp():
     agg.take_sample("odom", {"x": 0.0, "y": 0.0, "yaw": 0.0, "v": 0.0, "w": 0.0}, 3.0)
     (chunk,) = agg.on_sensed("arrived in the warehouse", 2.75)
     assert chunk.stamp == 2.75 and chunk.text == "[2.8s] sensed: arrived in the warehouse"
+
+
+# ---------------------------------------------------------------- staging
+
+@pytest.mark.parametrize("profile, on", [("sim", False), ("replay", False), ("robot", True), ("robot_remote", True)])
+def test_sensed_lines_are_on_only_in_the_robot_profiles(profile, on):
+    nodes = yaml.safe_load(config_file(f"{profile}.yaml").read_text())["nodes"]
+    (aggregator,) = [n for n in nodes if n["name"] == "aggregator"]
+    files = [yaml.safe_load(config_file(f).read_text()) for f in aggregator.get("parameter_files", [])]
+    from_files = [p for f in files for section in f.values() for p in [section.get("ros__parameters", {})]]
+    value = (aggregator.get("parameters") or {}).get("sensed_lines", SensedParameters().sensed_lines)
+    assert value is on and all("sensed_lines" not in p for p in from_files)
