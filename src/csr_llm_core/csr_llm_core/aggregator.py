@@ -14,6 +14,7 @@ instead of a backlog it drains for minutes.
 
 Impossible readings are refused (``SampleError``, with a ``kind`` for the node's FaultLog) before
 they move anything: the bounds are ``csr_llm_common.plausibility``'s, the ones the router applies.
+Sensed lines (``on_sensed``) are events on the ``sensed`` source stamped with their sensor time.
 Text is bounded: events to ``max_event_chars``, names to MAX_NAME_CHARS (at most MAX_NAMES per line),
 a summary to MAX_SUMMARY_CHARS; every cut is marked in the text and counted in ``faults``.
 """
@@ -34,6 +35,7 @@ KIND_EVENT = 0
 KIND_CONTINUOUS = 1
 KIND_WATERMARK = 2
 TOPIC_TYPES = ("joint_states", "imu", "odometry", "temperature", "wrench", "event")
+SENSED_TOPIC = "sensed"       # the source of the lines the robot knows from its own sensing
 _SPACES = re.compile(r"\s+")
 
 
@@ -345,7 +347,15 @@ class Aggregator:
         out.append(ChunkOut(self.next_seq, round(boundary, 9), "", KIND_WATERMARK, ""))
         return out
 
-    def on_event(self, topic: str, text: str, stamp: Optional[float] = None) -> List[ChunkOut]:
+    def on_sensed(self, text: str, stamp: float, now: Optional[float] = None) -> List[ChunkOut]:
+        """A line the robot sensed (``situations.py``): an event on SENSED_TOPIC stamped with its
+        sensor time, but never before the open window (no chunk behind a watermark already sent).
+        SampleError for a stamp ``check_stamp`` refuses."""
+        self.check_stamp(stamp, now)
+        return self.on_event(SENSED_TOPIC, text, stamp, sensor_time=True)
+
+    def on_event(self, topic: str, text: str, stamp: Optional[float] = None, *,
+                 sensor_time: bool = False) -> List[ChunkOut]:
         """An event becomes a chunk at once (whitespace collapsed, length bounded), unless it is
         past the burst limit of its window: then it is held for that window's coalesced chunk.
         Returns the chunks to publish now, in order (a closed burst first, without watermarks)."""
@@ -359,8 +369,9 @@ class Aggregator:
         if self.watermark_period > 0 and self._next_watermark is not None:
             # the start of the open window: which samples were processed before the event (a
             # race between subscriptions) changes nothing, so replays give the same text and stamp
-            stamp = round(self._next_watermark - self.watermark_period, 9)
-        elif self.last_sample_stamp is not None:
+            start = round(self._next_watermark - self.watermark_period, 9)
+            stamp = max(stamp, start) if sensor_time and stamp is not None else start
+        elif self.last_sample_stamp is not None and not sensor_time:
             stamp = self.last_sample_stamp
         stamp = 0.0 if stamp is None else stamp
         out: List[ChunkOut] = []

@@ -1,4 +1,11 @@
-"""Aggregator node: standard sensor topics -> csr_llm_msgs/StateChunk with a gap-free sequence."""
+"""Aggregator node: standard sensor topics -> csr_llm_msgs/StateChunk with a gap-free sequence.
+
+With ``sensed_lines: true`` it also writes the situations the robot senses (situations.py: person
+close, object gripped, arrived in a zone, motor hot, slipping, task done ...) as event chunks on the
+``sensed`` source: it then subscribes ``proximity`` (sensor_msgs/Range), ``zone`` (std_msgs/String)
+and ``router_status`` (csr_llm_msgs/RouterStatus), and reads the wrench and temperature sources it
+already summarises. Off by default (and in the sim and replay profiles); docs/situations.md.
+"""
 from __future__ import annotations
 
 import csr_llm_common.stop_signal  # noqa: F401 - first: a Ctrl-C during the slow imports below is caught
@@ -6,20 +13,24 @@ import csr_llm_common.stop_signal  # noqa: F401 - first: a Ctrl-C during the slo
 import sys
 import threading
 import time
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from rclpy.node import Node
 
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
-from sensor_msgs.msg import Imu, JointState, Temperature
+from sensor_msgs.msg import Imu, JointState, Range, Temperature
 from std_msgs.msg import String
 
-from csr_llm_msgs.msg import StateChunk
+from csr_llm_msgs.msg import RouterStatus, StateChunk
 
 from .aggregator import (Aggregator, AggregatorConfig, SampleError, TopicSpec, source_parameters,
                          topic_specs)
+from .situations import (RangeSample, RouterReport, RouterSample, Sample, SituationMonitor, TemperatureSample,
+                         WrenchSample, ZoneSample)
+from .situations_config import SensedParameters, load_situations
 from csr_llm_common.faults import FaultLog
+from csr_llm_common.paths import config_file, expand_path
 from csr_llm_common.realtime import pin_threads
 from csr_llm_common.ros import qos
 from csr_llm_common.ros.geometry import yaw_from_quaternion
@@ -51,6 +62,29 @@ def to_sample(kind: str, msg):
     raise ValueError(kind)
 
 
+SENSED_TOPICS = (("proximity", Range), ("zone", String), ("router_status", RouterStatus))
+
+
+def sensed_sample(kind: str, msg, stamp: float) -> Sample:
+    """ROS message -> the plain sample the SituationMonitor takes (``kind``: a SENSED_TOPICS name or
+    a source type it reads, wrench or temperature)."""
+    if kind == "proximity":
+        return RangeSample(stamp, msg.range, msg.min_range, msg.max_range)
+    if kind == "zone":
+        return ZoneSample(stamp, msg.data)
+    if kind == "wrench":
+        f, t = msg.wrench.force, msg.wrench.torque
+        return WrenchSample(stamp, (f.x, f.y, f.z), (t.x, t.y, t.z))
+    if kind == "temperature":
+        return TemperatureSample(stamp, msg.temperature, msg.header.frame_id)
+    if kind == "router_status":
+        return RouterReport(stamp, RouterSample(
+            active_intent=msg.active_intent, active_sub_task=msg.active_sub_task, paused_intent=msg.paused_intent,
+            interrupt_depth=int(msg.interrupt_depth), slip_detected=bool(msg.slip_detected),
+            unknown_scene_count=int(msg.unknown_scene_count), failsafe_count=int(msg.failsafe_count)))
+    raise ValueError(kind)
+
+
 def declare_config(node: Node) -> Tuple[AggregatorConfig, List[TopicSpec]]:
     """The node's parameters (all read-only), and the topics they name."""
     config = declare_dataclass(node, AggregatorConfig())
@@ -79,14 +113,29 @@ class AggregatorNode(Node):
         self.publisher = self.create_publisher(StateChunk, "state_chunks", qos.CHUNK_STREAM,
                                                event_callbacks=qos.quiet_publisher())
         self._sensor_subscriptions = []
+        sensor_qos = qos.RELIABLE_SENSORS if config.reliable_sensors else qos.SENSORS
         for spec in specs:
-            profile = qos.EVENTS if spec.type == "event" else \
-                qos.RELIABLE_SENSORS if config.reliable_sensors else qos.SENSORS
+            profile = qos.EVENTS if spec.type == "event" else sensor_qos
             callback = (lambda msg, s=spec: self._on_event(s, msg)) if spec.type == "event" else \
                 (lambda msg, s=spec: self._on_sample(s, msg))
             self._sensor_subscriptions.append(
                 self.create_subscription(MESSAGE_TYPES[spec.type], spec.topic, callback, profile))
         self.get_logger().info(f"aggregating {', '.join(f'{s.topic} ({s.type})' for s in specs)} -> state_chunks")
+        self.situations = self._start_sensing(declare_dataclass(self, SensedParameters()), sensor_qos)
+
+    def _start_sensing(self, params: SensedParameters, sensor_qos) -> Optional[SituationMonitor]:
+        """The situation monitor and its subscriptions (None, and no subscription, when off)."""
+        if not params.sensed_lines:
+            return None
+        path = expand_path(params.situations_file) or str(config_file("situations.yaml"))
+        monitor = SituationMonitor(load_situations(path), faults=self.faults)
+        for kind, msg_type in SENSED_TOPICS:
+            profile = qos.ROUTER_STATUS if kind == "router_status" else sensor_qos
+            self._sensor_subscriptions.append(self.create_subscription(
+                msg_type, kind, lambda msg, k=kind: self._on_sensed(k, msg), profile))
+        self.get_logger().info(f"sensed lines ({path}) from {', '.join(k for k, _ in SENSED_TOPICS)} and the "
+                               "wrench and temperature sources -> state_chunks (source 'sensed')")
+        return monitor
 
     def _publish(self, chunk) -> None:
         if chunk.coalesced:
@@ -118,6 +167,23 @@ class AggregatorNode(Node):
             for chunk in self.aggregator.take_sample(spec.topic, sample, stamp,
                                                      self.get_clock().now().nanoseconds * 1e-9):
                 self._publish(chunk)
+        if self.situations is not None and spec.type in ("wrench", "temperature"):
+            self._on_sensed(spec.type, msg)
+
+    def _on_sensed(self, kind: str, msg) -> None:
+        """A message the situations read: the sensed lines it makes due, as event chunks."""
+        header = getattr(msg, "header", None)   # zone (std_msgs/String) has none: the node clock
+        sample = sensed_sample(kind, msg, stamp_or_now(self, header))
+        now = self.get_clock().now().nanoseconds * 1e-9
+        with self._lock:
+            for line in self.situations.take(sample) if self.situations is not None else []:
+                try:
+                    chunks = self.aggregator.on_sensed(line.text, line.stamp, now)
+                except SampleError as err:
+                    self.faults.record(f"sensed:{err.kind}", f"dropped a sensed line ({line.text}): {err}")
+                    continue
+                for chunk in chunks:
+                    self._publish(chunk)
 
 
 def main(args=None) -> int:

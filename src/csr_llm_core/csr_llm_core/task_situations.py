@@ -1,0 +1,71 @@
+"""Sub-task and task done / failed, from consecutive router reports (plain module, no rclpy).
+
+The router reports its running task (``router_status``: the base task's intent, the running
+sub-task, the task a pausing decision displaced, nested interrupts, counters). Between two reports:
+
+* failed: an intent was running and the router met an unknown scene (its unknown-scene count rose:
+  a level-1 miss or a sub-task past its timeout) or went to its fail-safe (failsafe count rose);
+* done: the intent that ran is no longer running, not displaced by a pause, and nothing failed;
+  an intent in ``needs_grip`` is done only while the gripper holds something, else it failed;
+* sub-task done: the same intent runs, no interrupt in either report, and its sub-task changed.
+
+A decision that replaces or pauses a task says nothing here: the reasoning node made it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+from .situation_detectors import GripState, SensedLine
+from .situations_config import TasksConfig
+
+
+@dataclass(frozen=True)
+class RouterSample:
+    """The fields of a csr_llm_msgs/RouterStatus the task and slip situations read."""
+    active_intent: str = ""
+    active_sub_task: str = ""
+    paused_intent: str = ""
+    interrupt_depth: int = 0
+    slip_detected: bool = False
+    unknown_scene_count: int = 0
+    failsafe_count: int = 0
+
+
+class TaskDetector:
+    def __init__(self, config: TasksConfig):
+        self.config = config
+        self._last: Optional[RouterSample] = None
+        self._newest = float("-inf")
+
+    def update(self, report: RouterSample, stamp: float, grip: GripState) -> List[SensedLine]:
+        """The lines due between the previous report and ``report`` (stamped ``stamp``)."""
+        if stamp < self._newest:
+            return []
+        self._newest = stamp
+        before, self._last = self._last, report
+        if before is None or not before.active_intent:
+            return []
+        text = self._text(before, report, grip)
+        return [] if text is None else [SensedLine(stamp, "task", text)]
+
+    def _text(self, before: RouterSample, now: RouterSample, grip: GripState) -> Optional[str]:
+        words, intent = self.config.wording, before.active_intent
+        fields = {"intent": intent, "sub_task": before.active_sub_task, "object": grip.object, "force": grip.force}
+        reason = None
+        if now.unknown_scene_count > before.unknown_scene_count:
+            reason = words["unknown_scene"]
+        elif now.failsafe_count > before.failsafe_count:
+            reason = words["failsafe"]
+        elif not now.active_intent and now.paused_intent != intent:
+            if intent in self.config.needs_grip and not grip.holding:
+                reason = words["nothing_held"].format(**fields)
+            else:
+                return self.config.done_wording.get(intent, words["done"]).format(**fields)
+        if reason is not None:
+            return words["failed"].format(**{**fields, "reason": reason})
+        if self.config.sub_tasks and now.active_intent == intent and before.interrupt_depth == 0 \
+                and now.interrupt_depth == 0 and before.active_sub_task \
+                and now.active_sub_task != before.active_sub_task:
+            return words["sub_task_done"].format(**fields)
+        return None
