@@ -74,7 +74,7 @@ def test_an_event_never_seen_as_a_chunk_stays_undecided():
     assert m.of_label("hostile:event_1mb") == [probe]
 
 
-def test_coalesced_counts_and_skipped_periodic_read_defensively():
+def test_coalesced_counts_and_skipped_periodic_from_the_status():
     text = CoalescedEvents("events", 37, 24, 25, 25, (("shelf sensor # blocked", 37),), "a", "b").text(0.5)
     assert coalesced_count(text) == 37
     assert coalesced_count("[1.0s] events: operator: 37 more events") == 0
@@ -163,3 +163,12 @@ def test_profile_without_the_recorder_loads_the_same_nodes_from_another_folder(t
     assert yaml.safe_load(path.read_text())["use_sim_time"] is False
     with pytest.raises(ValueError):
         profile_without("robot", "no_such_node", tmp_path / "x.yaml")
+
+
+def test_variants_are_parsed_with_their_overrides_and_bad_ones_refused():
+    from csr_llm_bringup.lab.bench_load import parse_args
+    args = parse_args(["--variant", 'pinned:action_router.cpu_affinity="1"; reasoning.cpu_affinity="0"'])
+    assert args.variant == [("pinned", ['action_router.cpu_affinity="1"', 'reasoning.cpu_affinity="0"'])]
+    for bad in ("pinned", "pinned:", ":a.b=1", "recorder_off:a.b=1", "pinned:a.b"):
+        with pytest.raises(SystemExit):
+            parse_args(["--variant", bad])

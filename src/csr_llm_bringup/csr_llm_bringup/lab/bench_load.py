@@ -219,8 +219,8 @@ def runner_command(profile: str, runs_dir: Path, state_dir: Path, settings: Sequ
             *[arg for setting in settings for arg in ("--set", setting)]]
 
 
-def start_graph(mode: str, work_dir: Path, settings: Sequence[str] = ()) -> ChildOutput:
-    profile = PROFILE if mode == "recorder_on" else \
+def start_graph(mode: str, work_dir: Path, settings: Sequence[str] = (), recorder: bool = True) -> ChildOutput:
+    profile = PROFILE if recorder else \
         str(profile_without(PROFILE, "recorder", work_dir / f"{PROFILE}_without_recorder.yaml"))
     state_dir = Path(tempfile.mkdtemp(prefix=f"{mode}-", dir=work_dir))
     argv = runner_command(profile, work_dir / "runs", state_dir, settings)
@@ -275,9 +275,10 @@ def drive_graph(runner: ChildOutput, plan: LoadPlan, phases: Sequence[str]) -> T
 
 def run_graph(mode: str, plan: LoadPlan, phases: Sequence[str], work_dir: Path,
               settings: Sequence[str] = ()) -> Tuple[Dict[str, Any], Dict]:
-    """One graph run (recorder on or off) through the phases: its result and its trace."""
+    """One graph run through the phases (`mode`: recorder_on, recorder_off or a variant's name, run
+    with the recorder): its result and its trace."""
     print(f"[bench-load] {mode}: starting the {PROFILE} graph", flush=True)
-    runner = start_graph(mode, work_dir, settings)
+    runner = start_graph(mode, work_dir, settings, recorder=mode != "recorder_off")
     try:
         result, trace = drive_graph(runner, plan, phases)
     finally:
@@ -306,13 +307,31 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a smoke test: short phases, three hostile inputs")
     parser.add_argument("--work-dir", default="build/bench/load_runs", help="graph runs, their logs and state")
     parser.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",
-                        help="a parameter override for the graph (csr-llm run --set), e.g. to compare a variant")
+                        help="a parameter override for every graph run (csr-llm run --set)")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME:NODE.PARAM=VALUE[;...]",
+                        help="one more graph run, recorder on, with these overrides too (after the recorder "
+                             "runs, in the same bench run, so they compare side by side)")
     args = parser.parse_args(argv)
+    try:
+        args.variant = [parse_variant(text) for text in args.variant]
+    except ValueError as err:
+        parser.error(f"--variant: {err}")
     args.phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     unknown = [p for p in args.phases if p not in PHASES]
     if unknown:
         parser.error(f"--phases: unknown {', '.join(unknown)} (known: {', '.join(PHASES)})")
     return args
+
+
+def parse_variant(text: str) -> Tuple[str, List[str]]:
+    """'pinned:action_router.cpu_affinity="1";reasoning.cpu_affinity="0"' -> (name, [overrides])."""
+    name, _, overrides = text.partition(":")
+    settings = [item.strip() for item in overrides.split(";") if item.strip()]
+    if not name.strip() or not settings or any("=" not in item for item in settings):
+        raise ValueError(f"{text!r}: expected NAME:NODE.PARAM=VALUE[;NODE.PARAM=VALUE...]")
+    if name.strip() in RECORDER_MODES["both"] or name.strip() == "settings":
+        raise ValueError(f"{name!r} is a reserved name")
+    return name.strip(), settings
 
 
 def plan_of(args: argparse.Namespace) -> LoadPlan:
@@ -328,10 +347,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     work_dir.mkdir(parents=True, exist_ok=True)
     results: Dict[str, Any] = {}
     traces: Dict[str, Any] = {}
-    for mode in RECORDER_MODES[args.recorder]:
-        results[mode], traces[mode] = run_graph(mode, plan, args.phases, work_dir, args.set)
+    runs = [(mode, list(args.set)) for mode in RECORDER_MODES[args.recorder]]
+    runs += [(name, list(args.set) + extra) for name, extra in args.variant]
+    for mode, settings in runs:
+        results[mode], traces[mode] = run_graph(mode, plan, args.phases, work_dir, settings)
     results["settings"] = {"profile": PROFILE, "quick": args.quick, "phases": args.phases, "plan": asdict(plan),
-                           "overrides": list(args.set),
+                           "overrides": list(args.set), "variants": dict(args.variant),
                            "cpus": os.cpu_count(), "logs": str(work_dir)}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
