@@ -152,8 +152,14 @@ def generate_launch_description(profile: str):
     def bring_up(node) -> list:
         """configure once the process runs, activate once it reached inactive (driven by launch)."""
         def change(transition_id):
-            return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
-                                               transition_id=transition_id))
+            def unless_stopping(context):
+                # a state change sent while launch shuts down hits launch_ros's destroyed service
+                # client ("cannot use Destroyable") and makes `ros2 launch` exit 1
+                if context.is_shutdown:
+                    return []
+                return [EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
+                                                    transition_id=transition_id))]
+            return OpaqueFunction(function=unless_stopping)
         return [RegisterEventHandler(OnProcessStart(target_action=node,
                                                     on_start=[change(Transition.TRANSITION_CONFIGURE)])),
                 RegisterEventHandler(OnStateTransition(target_lifecycle_node=node, start_state="configuring",
