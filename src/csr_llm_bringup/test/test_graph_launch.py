@@ -213,7 +213,10 @@ def test_launch_brings_the_router_up_so_that_no_transition_event_is_missed(fake_
     pending = [e for h in handlers if type(h).__name__ == "OnProcessStart" and h.kwargs["target_action"] is router
                for e in h.kwargs["on_start"]]
     while pending:
-        change = pending.pop(0).kwargs["event"].kwargs
+        guarded = pending.pop(0).kwargs["function"]      # sent only while launch is not shutting down
+        assert guarded(types.SimpleNamespace(is_shutdown=True)) == []
+        (emit,) = guarded(types.SimpleNamespace(is_shutdown=False))
+        change = emit.kwargs["event"].kwargs
         assert change["lifecycle_node_matcher"] == ("matches", router)
         node.transition(change["transition_id"], subscribed=True)
         via, goal = node.delivered[-1]
