@@ -2,7 +2,9 @@
 
 Per topic and per window (sample time, so a replay coalesces alike): the first
 ``max_per_window`` events pass as chunks of their own; the rest are held. A window over the limit
-starts a sustained burst: from the next window on, every event of that topic is held, and the
+starts a sustained burst: from the next window on, every event of that topic is held (but one
+per window of a kind the burst has not held yet: an order typed during a flood of sensor
+notices still reads as typed; kinds are the text with its numbers masked), and the
 held events become one chunk per ``chunk_period`` (rounded to whole windows), so a flood costs the
 reasoning node about one short chunk per period, not a backlog. The first window that stays within
 the limit ends the burst: what earlier windows held is coalesced, and that window's own events
@@ -16,9 +18,10 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 MAX_KINDS_TRACKED = 16      # distinct kinds counted per coalesced chunk (the rest: "other")
+NOVEL_PER_WINDOW = 1        # events per window of a kind the burst has not held, passed during it
 KINDS_LISTED = 3
 KIND_CHARS = 60
 SAMPLE_CHARS = 100
@@ -104,6 +107,8 @@ class _TopicBurst:
     passed: int = 0                  # events of this window that became chunks of their own
     seen: int = 0                    # events of this window
     sustained: bool = False          # an earlier window went over the limit: hold every event
+    novel_passed: int = 0            # events of this window passed for a kind the burst had not held
+    kinds_seen: Set[str] = field(default_factory=set)      # kinds of this topic's events since the burst began
     current: _Held = field(default_factory=_Held)      # held in this window
     carried: _Held = field(default_factory=_Held)      # held in earlier windows, not yet coalesced
 
@@ -140,7 +145,14 @@ class EventBursts:
         due = self._close_topic(topic, window)
         state = self._topics.setdefault(topic, _TopicBurst(window))
         state.seen += 1
+        kind = event_kind(body)
+        novel = kind not in state.kinds_seen and len(state.kinds_seen) < MAX_KINDS_TRACKED
+        if novel:
+            state.kinds_seen.add(kind)
         if state.sustained or state.passed >= self.max_per_window:
+            if novel and state.novel_passed < NOVEL_PER_WINDOW:
+                state.novel_passed += 1      # not what floods: an order typed during a flood reads as typed
+                return due, True
             state.current.add(body, window, self.max_per_window)
             return due, False
         state.passed += 1
@@ -180,6 +192,6 @@ class EventBursts:
             if not over or before_window is None:
                 del self._topics[topic]
                 break
-            state.window, state.passed, state.seen = state.window + 1, 0, 0
+            state.window, state.passed, state.seen, state.novel_passed = state.window + 1, 0, 0, 0
             state.current, state.sustained = _Held(), True
         return out
