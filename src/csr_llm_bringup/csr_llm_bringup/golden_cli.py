@@ -48,21 +48,23 @@ class ReplayRun:
 
 
 def replay_command(golden: Golden, out_dir: Path, extra: Sequence[str] = (), bag: Optional[Path] = None,
-                   against: Optional[Path] = None) -> List[str]:
-    """`csr-llm replay` of the golden's bag (or `bag`) against its folder (or `against`)."""
+                   against: Optional[Path] = None, duration: Optional[float] = None) -> List[str]:
+    """`csr-llm replay` of the golden's bag (or `bag`) against its folder (or `against`); `extra`:
+    more NODE.PARAM=VALUE overrides; `duration`: only the bag's first seconds."""
     command = [sys.executable, "-m", "csr_llm_bringup.cli", "replay", str(bag or golden.require_bag()),
                "--golden", str(against or golden.folder), "--out", str(out_dir),
                "--set", f"lockstep.timeout={REPLAY_LOCKSTEP_TIMEOUT:g}"]
     for override in [*golden.overrides, *extra]:
         command += ["--set", override]
-    return command
+    return command + ([] if duration is None else ["--duration", f"{duration:g}"])
 
 
 def run_replay(golden: Golden, out_dir: Path, extra: Sequence[str] = (), bag: Optional[Path] = None,
-               against: Optional[Path] = None, timeout: float = 900.0) -> ReplayRun:
-    command = replay_command(golden, out_dir, extra, bag, against)
+               against: Optional[Path] = None, duration: Optional[float] = None, timeout: float = 900.0,
+               env: Optional[dict] = None, cwd: Path = REPO) -> ReplayRun:
+    command = replay_command(golden, out_dir, extra, bag, against, duration)
     start = time.monotonic()
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False)
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     return ReplayRun(golden.name, result.returncode, time.monotonic() - start, out_dir,
                      result.stdout + result.stderr)
 
