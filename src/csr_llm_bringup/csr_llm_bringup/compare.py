@@ -80,6 +80,10 @@ class RunOutputs:
     statuses: List[StatusRecord] = field(default_factory=list)   # transitions only
 
     def add_status(self, status: StatusRecord) -> None:
+        """Keep transitions; the idle reports before the first task are left out (their stamps
+        depend on when the router activated, not on what it did)."""
+        if not self.statuses and not status.active_intent:
+            return
         if status.t > 0 and (not self.statuses or self.statuses[-1].key != status.key):
             self.statuses.append(status)
 

@@ -2,9 +2,10 @@
 
     replay [NAME ...]   replay each committed golden (all by default) and compare (exit 1 on a mismatch);
                         never records: a missing golden is an error naming the bless command
-    bless NAME          record the golden again from the current code (lockstepped sim profile), check
-                        that it replays identically (--replays, default 2), print what changed against
-                        the committed one, and write it into the golden's folder (review, then commit)
+    bless NAME          record the golden again from the current code (lockstepped sim profile), replay
+                        its inputs once for the reference outputs, check that it replays identically
+                        (--replays, default 2), print what changed against the committed one, and write
+                        it into the golden's folder (review, then commit)
     list                the goldens, what each covers, their size and recording
 
 Each replay and each recording is a `csr-llm` child process (one ROS graph per process).
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import re
 import shutil
 import subprocess
 import sys
@@ -48,12 +50,14 @@ class ReplayRun:
 
 
 def replay_command(golden: Golden, out_dir: Path, extra: Sequence[str] = (), bag: Optional[Path] = None,
-                   against: Optional[Path] = None, duration: Optional[float] = None) -> List[str]:
-    """`csr-llm replay` of the golden's bag (or `bag`) against its folder (or `against`); `extra`:
-    more NODE.PARAM=VALUE overrides; `duration`: only the bag's first seconds."""
+                   against: Optional[Path] = None, duration: Optional[float] = None,
+                   compare: bool = True) -> List[str]:
+    """`csr-llm replay` of the golden's bag (or `bag`) against its folder (or `against`; nothing with
+    `compare` false); `extra`: more NODE.PARAM=VALUE overrides; `duration`: only the bag's first seconds."""
     command = [sys.executable, "-m", "csr_llm_bringup.cli", "replay", str(bag or golden.require_bag()),
-               "--golden", str(against or golden.folder), "--out", str(out_dir),
-               "--set", f"lockstep.timeout={REPLAY_LOCKSTEP_TIMEOUT:g}"]
+               "--out", str(out_dir), "--set", f"lockstep.timeout={REPLAY_LOCKSTEP_TIMEOUT:g}"]
+    if compare:
+        command += ["--golden", str(against or golden.folder)]
     for override in [*golden.overrides, *extra]:
         command += ["--set", override]
     return command + ([] if duration is None else ["--duration", f"{duration:g}"])
@@ -61,8 +65,8 @@ def replay_command(golden: Golden, out_dir: Path, extra: Sequence[str] = (), bag
 
 def run_replay(golden: Golden, out_dir: Path, extra: Sequence[str] = (), bag: Optional[Path] = None,
                against: Optional[Path] = None, duration: Optional[float] = None, timeout: float = 900.0,
-               env: Optional[dict] = None, cwd: Path = REPO) -> ReplayRun:
-    command = replay_command(golden, out_dir, extra, bag, against, duration)
+               env: Optional[dict] = None, cwd: Path = REPO, compare: bool = True) -> ReplayRun:
+    command = replay_command(golden, out_dir, extra, bag, against, duration, compare)
     start = time.monotonic()
     result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     return ReplayRun(golden.name, result.returncode, time.monotonic() - start, out_dir,
@@ -99,12 +103,32 @@ def _model_identity() -> dict:
             "intent_adapter": adapter.name, "intent_adapter_sha256": file_sha256(adapter) if adapter.is_file() else ""}
 
 
-def bless(golden: Golden, recording: Recording, replays: int, log: Callable[[str], None] = print) -> int:
-    """Compact, check the replays, show the change, install into the golden's folder."""
+def _reference_replay(golden: Golden, recording: Recording, work: Path, log: Callable[[str], None]
+                      ) -> Optional[Path]:
+    """Replay the compacted inputs once: the outputs every later replay must give (None: it failed)."""
+    compact(recording.raw_bag, work / "inputs")
+    reference = run_replay(golden, work / "reference", bag=work / "inputs", compare=False)
+    clean = re.search(r"decision lockstep waits \d+, timeouts 0;", reference.output) and \
+        "control lockstep timeouts 0; decision handover timeouts 0" in reference.output
+    log(f"[golden] reference replay in {reference.wall_s:.0f} s wall")
+    if not reference.matched or not clean:
+        log(reference.output[-6000:])
+        log(f"[golden] {golden.name}: the reference replay failed or timed out in lockstep; nothing written")
+        return None
+    return work / "reference" / "bag"
+
+
+def bless(golden: Golden, recording: Recording, replays: int, log: Callable[[str], None] = print,
+          reference: Optional[Path] = None) -> int:
+    """Compact, check the replays, show the change, install into the golden's folder. `reference`:
+    a replay of this recording's inputs whose outputs to keep (default: replay them now)."""
     work = WORK_DIR / golden.name / f"bless-{_stamp()}"
     candidate = work / "candidate"
     candidate.mkdir(parents=True)
-    kept = compact(recording.raw_bag, candidate / "bag")
+    reference = reference or _reference_replay(golden, recording, work, log)
+    if reference is None:
+        return 1
+    kept = compact(recording.raw_bag, candidate / "bag", outputs_from=reference)
     log(f"[golden] compacted to {bag_size(candidate / 'bag') / 1e6:.2f} MB: "
         + ", ".join(f"{t} {n}" for t, n in sorted(kept.kept.items())))
     shutil.copy(golden.folder / "golden.yaml", candidate / "golden.yaml")
@@ -152,7 +176,7 @@ def cmd_bless(args, log: Callable[[str], None] = print) -> int:
     except RecordingError as err:
         log(f"[golden] {err}")
         return 1
-    return bless(golden, recording, args.replays, log)
+    return bless(golden, recording, args.replays, log, Path(args.reference) if args.reference else None)
 
 
 def cmd_list(args, log: Callable[[str], None] = print) -> int:
@@ -179,6 +203,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     bl.add_argument("name")
     bl.add_argument("--replays", type=int, default=2, help="replays that must match before it is written")
     bl.add_argument("--raw", help="use this sim run folder (its bag/) instead of recording")
+    bl.add_argument("--reference", help="with --raw: the bag of a replay of its inputs whose outputs to keep")
     bl.set_defaults(func=cmd_bless)
     sub.add_parser("list", help="the goldens").set_defaults(func=cmd_list)
     args = parser.parse_args(argv)
