@@ -158,7 +158,8 @@ def bless(golden: Golden, recording: Recording, replays: int, log: Callable[[str
     shutil.copytree(candidate / "bag", golden.bag)
     golden.recorded = {"commit": current_commit(), **_model_identity(),
                        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                       "profile": "sim (lockstepped)", "record_wall_s": round(recording.wall_s, 1),
+                       "profile": "sim (lockstepped)",
+                       **({"record_wall_s": round(recording.wall_s, 1)} if recording.wall_s else {}),
                        "check_replays_wall_s": walls, "bag_bytes": bag_size(golden.bag), **new.as_dict()}
     golden.save()
     log(f"[golden] wrote {golden.folder} ({bag_size(golden.bag) / 1e6:.2f} MB): review `git diff`, then commit")
