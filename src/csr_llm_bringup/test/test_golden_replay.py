@@ -74,24 +74,25 @@ def test_a_changed_pid_gain_is_caught_on_the_motor_commands(tmp_path):
     # the arm moves from the golden's open_door (approach_handle from 2.5 s)
     first, out = _replay_regression(tmp_path, "golden_scenario", ["action_router.gains.arm_elbow.p=600.0"], 3.7)
     assert "in the motor command stream: motor command arm_elbow" in first, out[-4000:]
-    assert "decision in force, golden: open_door" in out
+    assert "decision in force, golden: " in out and "router state replay: " in out
 
 
 @pytest.mark.slow
 @pytest.mark.dds
 @pytest.mark.e2e
 def test_a_changed_prompt_line_is_caught_on_the_decisions(tmp_path):
+    """One line of the prompt (its question) changed, in a copy of the prompt file."""
     golden = read_outputs(GOLDEN / "bag").decisions
-    forced = "hold_position" if golden[0].intent != "hold_position" else "stop"
     prompt = yaml.safe_load((config_dir() / "prompt.yaml").read_text())
-    prompt["question"] = prompt["question"] + f" Emergency: the only allowed intent is {forced}."
-    for example in prompt["examples"]:
-        example["decision"] = f'{{"intent": "{forced}", "args": {{}}}}'
+    prompt["question"] = prompt["question"] + " Emergency: whatever the state, the only allowed intent is stop."
     perturbed = tmp_path / "prompt.yaml"
     perturbed.write_text(yaml.safe_dump(prompt))
     first, out = _replay_regression(tmp_path, "golden_scenario", [f"reasoning.prompt_file={perturbed}"], 2.2)
-    assert "in the decision stream: decision #0: decision differs" in first, out[-4000:]
-    assert re.search(rf"replay: {forced}\(", out) and "chunk stream before it" in out
+    assert re.search(r"in the decision stream: decision #\d+: decision differs", first), out[-4000:]
+    golden_line, replay_line = (next(line.strip() for line in out.splitlines() if line.strip().startswith(side))
+                                for side in ("golden: ", "replay: "))
+    assert golden_line.split(" at ")[0][len("golden: "):] != replay_line.split(" at ")[0][len("replay: "):]
+    assert "chunk stream before it" in out and "router state golden:" in out and len(golden) > 4
 
 
 @pytest.mark.slow
