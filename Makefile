@@ -88,21 +88,24 @@ run: setup
 clean-venv:
 	rm -rf $(VENV) build/msgs build/msgs.log
 
-# Record the golden bag (18 s sim scenario, inputs + outputs; ~6.6 MB, not tracked) for replay tests:
-# ASR on (evictions, background rebuilds and swaps at a fixed decision boundary, so replay guards them);
-# the reasoning parameters the replay profile replays it with (tau_mem: two eviction cycles in 18 s).
-GOLDEN_DIR := src/csr_llm_bringup/test/golden_sim
-GOLDEN_REASONING = $(shell $(PY) -m csr_llm_bringup.cli param replay reasoning.tau_mem reasoning.decide_on_request \
-  reasoning.running_source)
-GOLDEN_TOPICS := [/clock, joint_states, imu, odom, gripper/wrench, motor_temperature, proximity, zone, events, detected_objects, scenario/expectations, decision, motor_command, state_chunks, cmd_vel, csr_status, router_status]
-.PHONY: golden
+# Goldens (src/csr_llm_bringup/test/goldens/<name>/, committed; docs/goldens.md): compact bags of
+# known-good lockstepped sim runs with their tolerances, the commit and model they were recorded with.
+# golden-replay replays them (NAME=a,b: only these) and compares, never records; golden-bless NAME=...
+# records one again from the current code, checks it replays identically twice, prints what changed
+# against the committed one and writes it (review `git diff`, then commit); golden blesses them all.
+GOLDEN_NAMES = $(if $(NAME),$(subst $(comma), ,$(NAME)))
+comma := ,
+.PHONY: golden golden-bless golden-replay
+golden-replay: setup
+	$(PY) -m csr_llm_bringup.golden_cli replay $(GOLDEN_NAMES)
+
+golden-bless: setup
+	@test -n "$(NAME)" || { echo "give NAME=<golden> (make golden-bless NAME=golden_scenario)"; exit 2; }
+	$(PY) -m csr_llm_bringup.golden_cli bless $(NAME)
+
 golden: setup
-	$(PY) -m csr_llm_bringup.cli run --profile sim --runs-dir build/golden_runs --duration 600 \
-	  --set simulator.scenario=golden --set simulator.exit_at_end=true \
-	  $(foreach setting,$(GOLDEN_REASONING),--set $(setting)) \
-	  --set 'recorder.topics=$(GOLDEN_TOPICS)' --set recorder.status_period=5.0
-	rm -rf $(GOLDEN_DIR) && cp -r build/golden_runs/latest/bag $(GOLDEN_DIR)
-	@du -sh $(GOLDEN_DIR)
+	@for name in $$($(PY) -c "from csr_llm_bringup.golden import golden_names; print(*golden_names())"); do \
+	  $(PY) -m csr_llm_bringup.golden_cli bless $$name || exit 1; done
 
 .PHONY: bench-router
 bench-router: setup

@@ -1,159 +1,153 @@
-"""Bag replay regression: the golden bag replays to the same decisions; perturbations and broken
-bags are reported clearly. The golden bag (>5 MB) is not tracked: `make golden` records it, and
-these tests record it first when it is missing (a live lockstepped run of the golden scenario).
-Both run ASR with swaps at a fixed decision after each eviction, so the replay covers evictions,
-background rebuilds and swaps."""
+"""Bag replay regression against the committed goldens (src/csr_llm_bringup/test/goldens, docs/goldens.md).
+
+The goldens were recorded from a known-good version (golden.yaml names its commit and model); these
+tests replay them, on a fresh clone of the repository, and never record one: a missing golden fails
+with the bless command to run. Three deliberate regressions (a PID gain, a prompt line, a monitor
+threshold, all as parameter overrides or a prompt file in a temp dir) must each be caught with a
+first divergence that names what diverged. Broken bags and bad arguments are refused clearly.
+"""
+import os
 import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
-from rosbags.highlevel import AnyReader
 
-from csr_llm_bringup.bags import typestore
 from csr_llm_bringup.compare import read_outputs
+from csr_llm_bringup.golden import GOLDENS_DIR, golden_names, load_golden
+from csr_llm_bringup.golden_cli import run_replay
 from csr_llm_common.paths import config_dir
-from csr_llm_common.ros.stamps import stamp_to_sec
 
-pytestmark = [pytest.mark.dds, pytest.mark.e2e]   # real nodes over Fast DDS (loopback); records the golden if missing
-
-GOLDEN = Path(__file__).with_name("golden_sim")
 REPO = Path(__file__).resolve().parents[3]
+GOLDEN = GOLDENS_DIR / "golden_scenario"
+PACKAGES = ["csr_llm_common", "csr_llm_core", "action_router", "csr_llm_bringup"]
+# graph tests: slow, dds (real nodes over Fast DDS, loopback) and e2e (`make test-e2e`)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def golden_bag():
-    if not list(GOLDEN.glob("*.mcap")):
-        result = subprocess.run(["make", "golden"], cwd=REPO, capture_output=True, text=True, timeout=900)
-        assert result.returncode == 0 and list(GOLDEN.glob("*.mcap")), result.stdout[-3000:] + result.stderr[-2000:]
-    return GOLDEN
+@pytest.fixture(scope="module")
+def fresh_clone(tmp_path_factory):
+    """A clone of the committed tree (no build output, no recorded runs) and the env to run it."""
+    clone = tmp_path_factory.mktemp("clone") / "repo"
+    subprocess.run(["git", "clone", "--quiet", "--local", str(REPO), str(clone)], check=True, timeout=120)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(clone / "src" / p) for p in PACKAGES))
+    return clone, env
 
 
-@dataclass
-class _DecisionOut:
-    decision_id: int
-    trigger: int
-    stamp: float
-
-
-def _decisions_and_statuses(bag: Path):
-    decisions, statuses = [], []
-    with AnyReader([bag], default_typestore=typestore()) as reader:
-        conns = [c for c in reader.connections if c.topic in ("/decision", "/csr_status")]
-        for conn, _t, raw in reader.messages(connections=conns):
-            msg = reader.deserialize(raw, conn.msgtype)
-            if conn.topic == "/decision":
-                decisions.append(_DecisionOut(msg.decision_id, msg.trigger, stamp_to_sec(msg.header.stamp)))
-            else:
-                statuses.append(msg)
-    return decisions, statuses
-
-
-def replay(tmp_path, *extra, bag=GOLDEN):
-    return subprocess.run([sys.executable, "-m", "csr_llm_bringup.cli", "replay", str(bag), "--golden", str(GOLDEN),
-                           "--out", str(tmp_path / "out"), *extra],
-                          capture_output=True, text=True, timeout=400)
+def _first_divergence(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.startswith("FIRST DIVERGENCE")]
+    assert lines, output[-4000:]
+    return lines[0]
 
 
 @pytest.mark.slow
-def test_golden_bag_replays_to_the_same_decisions_and_motor_commands(tmp_path):
-    result = replay(tmp_path)
-    report = (tmp_path / "out" / "compare.txt").read_text() if (tmp_path / "out" / "compare.txt").exists() else ""
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert report.startswith("MATCH") and "match exactly" in report, report
-    decisions = int(report.split("decisions: ")[1].split()[0])
-    assert decisions >= 10
-    # the golden scenario's situation changes, and so do its decisions: replay guards their quality
-    intents = {d.intent for d in read_outputs(GOLDEN).decisions}
-    assert len(intents) >= 4, intents
-    assert report.count(" ok") == 5 and "EXCEEDED" not in report      # every joint within tolerance
-    # every decision arrived at its lockstep boundary (none waited for in vain: the loop's schedule
-    # releases the boundaries before its first decision) and the router held each before the next state
-    assert re.search(r"decision lockstep waits \d+, timeouts 0;", result.stdout), result.stdout[-2000:]
-    assert "control lockstep timeouts 0; decision handover timeouts 0" in result.stdout
-    # no status announced a due time past a periodic decision not yet published (a lockstepped peer
-    # would have run ahead of it), and each status names the newest decision out
-    decisions, statuses = _decisions_and_statuses(tmp_path / "out" / "bag")
-    assert statuses and any(st.next_decision_due > 0 for st in statuses)
-    for st in statuses:
-        late = [d for d in decisions if d.trigger == 0 and d.stamp < st.next_decision_due - 1e-6
-                and d.decision_id > st.last_decision_id]
-        assert not late, (st.next_decision_due, st.last_decision_id, late[:3])
-    # the recording holds no zero-stamped state: a zero stamp reads as unstamped, and the replay
-    # then ticked it at a time set by when the recorder happened to receive it
-    with AnyReader([GOLDEN], default_typestore=typestore()) as reader:
-        conns = [c for c in reader.connections if c.topic == "/joint_states"]
-        stamps = [stamp_to_sec(reader.deserialize(raw, c.msgtype).header.stamp)
-                  for c, _t, raw in reader.messages(connections=conns)]
-    assert stamps and min(stamps) > 0
-    # the replay guards ASR: evictions, background rebuilds and swaps happened, at the same decisions
-    # (a swap after the bag's last decision lands only if the rebuild ends before the replay stops:
-    # on a loaded machine it may not, so the log is asked for the swaps the decisions show)
-    reasoning_log = (tmp_path / "out" / "reasoning.log").read_text()
-    golden_versions = [d.state_version for d in read_outputs(GOLDEN).decisions]
-    replay_versions = [d.state_version for d in read_outputs(tmp_path / "out" / "bag").decisions]
-    assert replay_versions[:len(golden_versions)] == golden_versions
-    assert reasoning_log.count("evicted") >= 2 and max(golden_versions) >= 1, reasoning_log[-3000:]
-    assert reasoning_log.count("ASR swap") >= max(golden_versions), reasoning_log[-3000:]
+@pytest.mark.dds
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", ["golden_scenario", "asr_swaps", "knob_person"])
+def test_a_fresh_clone_replays_each_committed_golden_without_recording(fresh_clone, tmp_path, name):
+    clone, env = fresh_clone
+    golden = load_golden(name, clone / GOLDENS_DIR.relative_to(REPO))
+    run = run_replay(golden, tmp_path / "out", env=env, cwd=clone)
+    assert run.matched, run.output[-6000:]
+    assert "MATCH" in (tmp_path / "out" / "compare.txt").read_text()
+    assert re.search(r"decision lockstep waits \d+, timeouts 0;", run.output), run.output[-2000:]
+    assert "control lockstep timeouts 0; decision handover timeouts 0" in run.output
+    # nothing was recorded into the clone: the committed golden is what the replay compared with
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=clone,
+                            capture_output=True, text=True, check=True).stdout
+    assert status.strip() == "", status
+    print(f"[golden] {name}: replayed in {run.wall_s:.0f} s wall")
+
+
+def _replay_regression(tmp_path, name, extra, duration):
+    run = run_replay(load_golden(name), tmp_path / "out", extra, duration=duration)
+    assert run.exit_code == 1, run.output[-6000:]
+    return _first_divergence(run.output), run.output
 
 
 @pytest.mark.slow
-def test_a_perturbed_prompt_is_caught_with_the_first_divergence(tmp_path):
-    first = read_outputs(GOLDEN).decisions[0].intent
-    forced = "hold_position" if first != "hold_position" else "stop"   # differs from the golden's first
+@pytest.mark.dds
+@pytest.mark.e2e
+def test_a_changed_pid_gain_is_caught_on_the_motor_commands(tmp_path):
+    # the arm moves from the golden's open_door (approach_handle from 2.5 s)
+    first, out = _replay_regression(tmp_path, "golden_scenario", ["action_router.gains.arm_elbow.p=600.0"], 3.7)
+    assert "in the motor command stream: motor command arm_elbow" in first, out[-4000:]
+    assert "decision in force, golden: " in out and "router state replay: " in out
+
+
+@pytest.mark.slow
+@pytest.mark.dds
+@pytest.mark.e2e
+def test_a_changed_prompt_line_is_caught_on_the_decisions(tmp_path):
+    """One line of the prompt (its question) changed, in a copy of the prompt file."""
+    golden = read_outputs(GOLDEN / "bag").decisions
     prompt = yaml.safe_load((config_dir() / "prompt.yaml").read_text())
-    for example in prompt["examples"]:
-        example["decision"] = f'{{"intent": "{forced}", "args": {{}}}}'
-    prompt["question"] = prompt["question"] + f" Emergency: the only allowed intent is {forced}."
+    prompt["question"] = prompt["question"] + " Emergency: whatever the state, the only allowed intent is stop."
     perturbed = tmp_path / "prompt.yaml"
     perturbed.write_text(yaml.safe_dump(prompt))
-    # the first decision diverges: the bag's first 2.5 s suffice (a cut at 3 s would split the bag's
-    # event at 3.25 s from the decision it triggered, stamped 3.0 s)
-    result = replay(tmp_path, "--set", f"reasoning.prompt_file={perturbed}", "--no-motor-check", "--duration", "2.5")
-    assert result.returncode == 1, result.stdout[-3000:]
-    out = result.stdout
-    assert "MISMATCH" in out and "FIRST DIVERGENCE at decision #" in out
-    assert re.search(r"decision lockstep waits \d+, timeouts 0;", out), out[-3000:]
-    # the first differing decision is named with both sides and the chunk before it
-    golden_line = [line.strip() for line in out.splitlines() if line.strip().startswith("golden: ")][0]
-    replay_line = [line.strip() for line in out.splitlines() if line.strip().startswith("replay: ")][0]
-    assert golden_line[len("golden: "):] != replay_line[len("replay: "):]
-    assert "last chunk before it (seq" in out and "state version" in out
-
-
-def _cut_after_the_arm_moved(seconds: float = 2.0) -> float:
-    """A replay length `seconds` after the golden run's first arm task starts, moved off its events
-    by >= 0.3 s (a cut there would split an event from the decision it triggers). The golden bag is
-    recorded with the bundled adapter, whose first decisions decide when the arm starts."""
-    from csr_llm_core.lab.live_episodes import read_topics, stamp_s
-    start = next(d.t for d in read_outputs(GOLDEN).decisions if d.intent in ("open_door", "pick_object"))
-    events = [stamp_s(c.header) for c in read_topics(GOLDEN, ["state_chunks"])["state_chunks"] if c.kind == 0]
-    cut = start + seconds
-    while any(abs(event - cut) < 0.3 for event in events):
-        cut += 0.5
-    return cut
+    first, out = _replay_regression(tmp_path, "golden_scenario", [f"reasoning.prompt_file={perturbed}"], 2.2)
+    assert re.search(r"in the decision stream: decision #\d+: decision differs", first), out[-4000:]
+    golden_line, replay_line = (next(line.strip() for line in out.splitlines() if line.strip().startswith(side))
+                                for side in ("golden: ", "replay: "))
+    assert golden_line.split(" at ")[0][len("golden: "):] != replay_line.split(" at ")[0][len("replay: "):]
+    assert "chunk stream before it" in out and "router state golden:" in out and len(golden) > 4
 
 
 @pytest.mark.slow
-def test_a_perturbed_pid_gain_is_caught_on_the_motor_commands(tmp_path):
-    result = replay(tmp_path, "--set", "action_router.gains.arm_elbow.p=600.0",
-                    "--duration", f"{_cut_after_the_arm_moved():.1f}")
-    out = result.stdout
-    assert result.returncode == 1, out[-3000:]
-    assert "match exactly" in out and "not compared" in out, out[-3000:]   # same decisions in the 2 s ...
-    # the decision due at the cut was waited for, not timed out on (nothing is due after the cut)
-    assert re.search(r"decision lockstep waits \d+, timeouts 0;", out), out[-3000:]
-    elbow = [line for line in out.splitlines() if "arm_elbow: max |diff|" in line][0]
-    assert "EXCEEDED first at" in elbow                            # ... but the elbow's commands differ
+@pytest.mark.dds
+@pytest.mark.e2e
+def test_a_changed_monitor_threshold_is_caught_on_the_router_transitions(tmp_path):
+    # the golden's motor overheats at 9.2 s: the router derates it (limit 70 C); at 150 C it does not
+    first, out = _replay_regression(tmp_path, "golden_scenario", ["action_router.temperature_limit=150.0"], 10.2)
+    assert "in the router status stream: router transition differs" in first, out[-4000:]
+    golden_line = next(line for line in out.splitlines() if "golden transition: " in line)
+    assert "unknown/grips/derates/failsafes 0/0/1/0" in golden_line, out[-4000:]     # the derate it missed
+
+
+@pytest.mark.parametrize("name", ["golden_scenario", "asr_swaps", "knob_person"])
+def test_each_golden_covers_what_it_claims(name):
+    """From the committed bag alone (no graph): recorded with commit and model, <= 2 MB, and its scenario's content."""
+    from csr_llm_core.lab.live_episodes import read_topics
+    golden = load_golden(name)
+    assert golden.recorded.get("commit") and golden.recorded.get("model_sha256"), golden.recorded
+    assert sum(p.stat().st_size for p in golden.bag.iterdir()) < 2_000_000
+    assert (golden.folder / "tolerances.yaml").is_file()
+    outputs = read_outputs(golden.bag)
+    intents = {d.intent for d in outputs.decisions}
+    status = read_topics(golden.bag, ["csr_status"])["csr_status"][-1]
+    if name == "golden_scenario":
+        assert len(intents) >= 4, intents
+    if name == "asr_swaps":
+        assert status.evictions >= 2 and status.swaps >= 2, (status.evictions, status.swaps)
+        assert max(d.state_version for d in outputs.decisions) >= 2
+    if name == "knob_person":
+        sub_tasks = {s.active_sub_task for s in outputs.statuses}
+        assert {"grip_knob", "twist_knob"} <= sub_tasks, sub_tasks          # open_door's second variant
+        assert any(s.interrupt_depth > 0 for s in outputs.statuses)         # the person_close reflex
+
+
+def test_the_committed_goldens_total_at_most_5_mb():
+    assert set(golden_names()) >= {"golden_scenario", "asr_swaps", "knob_person"}
+    total = sum(p.stat().st_size for p in GOLDENS_DIR.rglob("*") if p.is_file())
+    assert total <= 5_000_000, total
+
+
+def test_replaying_a_golden_that_is_missing_fails_and_records_nothing(tmp_path):
+    shutil.copytree(GOLDENS_DIR / "golden_scenario", tmp_path / "lost", ignore=shutil.ignore_patterns("bag"))
+    from csr_llm_bringup.golden import GoldenMissing
+    with pytest.raises(GoldenMissing, match="replays never record one"):
+        run_replay(load_golden("lost", tmp_path), tmp_path / "out")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "lost" / "bag").exists()
+    result = subprocess.run([sys.executable, "-m", "csr_llm_bringup.golden_cli", "replay", "no_such_golden"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "golden: error: golden no_such_golden: no " in result.stderr
 
 
 def test_a_truncated_bag_is_a_clear_error_not_a_crash(tmp_path):
     broken = tmp_path / "broken"
-    shutil.copytree(GOLDEN, broken)
+    shutil.copytree(GOLDEN / "bag", broken)
     (mcap,) = broken.glob("*.mcap")
     mcap.write_bytes(mcap.read_bytes()[: mcap.stat().st_size // 3])
     result = subprocess.run([sys.executable, "-m", "csr_llm_bringup.cli", "replay", str(broken),
@@ -165,7 +159,7 @@ def test_a_truncated_bag_is_a_clear_error_not_a_crash(tmp_path):
 
 def test_an_output_folder_that_holds_a_bag_is_refused_before_any_node_starts(tmp_path):
     (tmp_path / "out" / "bag").mkdir(parents=True)
-    result = subprocess.run([sys.executable, "-m", "csr_llm_bringup.cli", "replay", str(GOLDEN),
+    result = subprocess.run([sys.executable, "-m", "csr_llm_bringup.cli", "replay", str(GOLDEN / "bag"),
                              "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert f"csr-llm: error: {tmp_path / 'out' / 'bag'} exists already" in result.stderr
@@ -173,8 +167,9 @@ def test_an_output_folder_that_holds_a_bag_is_refused_before_any_node_starts(tmp
 
 
 def test_a_duration_that_is_not_positive_is_refused_before_any_node_starts(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "csr_llm_bringup.cli", "replay", str(GOLDEN), "--duration", "0",
-                             "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "csr_llm_bringup.cli", "replay", str(GOLDEN / "bag"),
+                             "--duration", "0", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                            timeout=60)
     assert result.returncode == 2
     assert "csr-llm: error: --duration 0: give a positive number of bag seconds" in result.stderr
     assert "[runner] started" not in result.stdout and not (tmp_path / "out").exists()
