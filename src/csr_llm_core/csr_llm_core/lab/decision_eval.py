@@ -230,7 +230,8 @@ def main(argv=None) -> int:
     parser.add_argument("--n-ctx", type=int, default=6144)
     parser.add_argument("--n-threads", type=int, default=1)
     add_swa_full_argument(parser)
-    default_bag = Path(__file__).resolve().parents[3] / "csr_llm_bringup" / "test" / "goldens" / "golden_scenario" / "bag"
+    goldens = Path(__file__).resolve().parents[3] / "csr_llm_bringup" / "test" / "goldens"
+    default_bag = goldens / "golden_scenario" / "bag"
     parser.add_argument("--bag", type=Path, default=default_bag if default_bag.exists() else None,
                         help="a bag with state_chunks to probe too (default: the golden bag)")
     parser.add_argument("--out", type=Path, default=Path("build/decision_eval/latest.json"))
