@@ -75,7 +75,7 @@ def test_an_event_never_seen_as_a_chunk_stays_undecided():
 
 
 def test_coalesced_counts_and_skipped_periodic_from_the_status():
-    text = CoalescedEvents("events", 37, 24, 25, 25, (("shelf sensor # blocked", 37),), "a", "b").text(0.5)
+    text = CoalescedEvents("events", 37, 24, 25, 25, (("shelf sensor # blocked", 37),)).text(0.5)
     assert coalesced_count(text) == 37
     assert coalesced_count("[1.0s] events: operator: 37 more events") == 0
     assert skipped_periodic_of(SimpleNamespace(backlog_chunks=3)) is None

@@ -6,11 +6,12 @@ starts a sustained burst: from the next window on, every event of that topic is 
 per window of a kind the burst has not held yet: an order typed during a flood of sensor
 notices still reads as typed; kinds are the text with its numbers masked), and the
 held events become one chunk per ``chunk_period`` (rounded to whole windows), so a flood costs the
-reasoning node about one short chunk per period, not a backlog. The first window that stays within
+reasoning node a few short chunks, not a backlog: the period doubles after each chunk while the
+burst lasts (up to MAX_PERIOD_GROWTH times). The first window that stays within
 the limit ends the burst: what earlier windows held is coalesced, and that window's own events
 (no more than the limit) are released as they were sent. Nothing is dropped silently: each
-coalesced chunk says how many events it stands for, of which kinds (the text with its numbers
-masked), and the first and last of them.
+coalesced chunk says how many events it stands for and of which kinds (the text with its numbers
+masked); it is short, as every token of it is prefilled before a later decision.
 """
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
 MAX_KINDS_TRACKED = 16      # distinct kinds counted per coalesced chunk (the rest: "other")
+MAX_PERIOD_GROWTH = 8       # a lasting burst's chunk period doubles after each chunk, up to this many times
 NOVEL_PER_WINDOW = 1        # events per window of a kind the burst has not held, passed during it
 KINDS_LISTED = 3
 KIND_CHARS = 60
-SAMPLE_CHARS = 100
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 OTHER_KIND = "other"
 
@@ -33,10 +34,6 @@ def event_kind(text: str) -> str:
     """What an event is about without its numbers: 'sensor 3 at 1.5 m' -> 'sensor # at # m'."""
     kind = _NUMBER.sub("#", text)
     return kind if len(kind) <= KIND_CHARS else kind[:KIND_CHARS] + "..."
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= SAMPLE_CHARS else text[:SAMPLE_CHARS] + "..."
 
 
 @dataclass(frozen=True)
@@ -49,8 +46,6 @@ class CoalescedEvents:
     last_window: int
     closing_window: int
     kinds: Tuple[Tuple[str, int], ...]   # most frequent first
-    first: str
-    last: str
     released: Tuple[str, ...] = ()      # held events let go as they were (the burst ended with few held)
 
     def text(self, window_s: float) -> str:
@@ -59,19 +54,17 @@ class CoalescedEvents:
         listed = "; ".join(f"'{kind}' x{n}" for kind, n in self.kinds[:KINDS_LISTED])
         if len(self.kinds) > KINDS_LISTED:
             listed += f"; {sum(n for _, n in self.kinds[KINDS_LISTED:])} of other kinds"
-        return (f"[{stamp:.1f}s] {self.topic}: {self.count} more events in {span:g} s (burst coalesced); "
-                f"kinds: {listed}; first: {self.first}; last: {self.last}")
+        # short on purpose: every token of it is prefilled before a later decision reads the state
+        return f"[{stamp:.1f}s] {self.topic}: {self.count} more events in {span:g} s (burst coalesced); kinds: {listed}"
 
 
 @dataclass
 class _Held:
-    """Events held back: how many, of which kinds, the first and last, the first few whole."""
+    """Events held back: how many, of which kinds, the first few whole."""
     count: int = 0
     since: Optional[int] = None          # the window of the first
     until: int = 0                       # the window of the last
     kinds: Counter = field(default_factory=Counter)
-    first: str = ""
-    last: str = ""
     bodies: List[str] = field(default_factory=list)
 
     def add(self, body: str, window: int, keep: int) -> None:
@@ -80,9 +73,9 @@ class _Held:
             kind = OTHER_KIND
         self.kinds[kind] += 1
         if self.since is None:
-            self.since, self.first = window, _short(body)
+            self.since = window
         self.count += 1
-        self.until, self.last = window, _short(body)
+        self.until = window
         if len(self.bodies) < keep:
             self.bodies.append(body)
 
@@ -90,15 +83,15 @@ class _Held:
         if not later.count:
             return
         if self.since is None:
-            self.since, self.first = later.since, later.first
+            self.since = later.since
         self.count += later.count
         self.kinds.update(later.kinds)
-        self.until, self.last = later.until, later.last
+        self.until = later.until
 
     def summary(self, topic: str, closing_window: int) -> CoalescedEvents:
         since = self.since if self.since is not None else self.until
         return CoalescedEvents(topic, self.count, since, self.until, closing_window,
-                               tuple(self.kinds.most_common()), self.first, self.last)
+                               tuple(self.kinds.most_common()))
 
 
 @dataclass
@@ -107,6 +100,7 @@ class _TopicBurst:
     passed: int = 0                  # events of this window that became chunks of their own
     seen: int = 0                    # events of this window
     sustained: bool = False          # an earlier window went over the limit: hold every event
+    period: int = 1                  # windows per coalesced chunk now (doubles while the burst lasts)
     novel_passed: int = 0            # events of this window passed for a kind the burst had not held
     kinds_seen: Set[str] = field(default_factory=set)      # kinds of this topic's events since the burst began
     current: _Held = field(default_factory=_Held)      # held in this window
@@ -143,7 +137,7 @@ class EventBursts:
         a chunk of its own (False: it is held for a coalesced one)."""
         window = self.window_of(stamp)
         due = self._close_topic(topic, window)
-        state = self._topics.setdefault(topic, _TopicBurst(window))
+        state = self._topics.setdefault(topic, _TopicBurst(window, period=self.period_windows))
         state.seen += 1
         kind = event_kind(body)
         novel = kind not in state.kinds_seen and len(state.kinds_seen) < MAX_KINDS_TRACKED
@@ -179,16 +173,18 @@ class EventBursts:
             if over:
                 carried.merge(state.current)
                 spanned = state.window - (carried.since if carried.since is not None else state.window) + 1
-                flush = not state.sustained or spanned >= self.period_windows or before_window is None
+                flush = not state.sustained or spanned >= state.period or before_window is None
             else:
                 flush = True
             if flush and carried.count:
                 out.append(carried.summary(topic, state.window))
                 self.coalesced_total += carried.count
                 state.carried = _Held()
+                if state.sustained:
+                    state.period = min(2 * state.period, MAX_PERIOD_GROWTH * self.period_windows)
             if not over and state.current.count:
                 out.append(CoalescedEvents(topic, state.current.count, state.window, state.window, state.window,
-                                           (), "", "", tuple(state.current.bodies)))
+                                           (), tuple(state.current.bodies)))
             if not over or before_window is None:
                 del self._topics[topic]
                 break
