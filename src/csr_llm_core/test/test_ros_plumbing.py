@@ -297,10 +297,10 @@ def test_a_reasoning_node_with_a_bad_parameter_says_so_in_one_line_and_exits_2()
     import subprocess
     import sys
     proc = subprocess.run([sys.executable, "-m", "csr_llm_core.reasoning_node", "--ros-args",
-                           "-p", "cpu_affinity:=1"], capture_output=True, text=True, timeout=60)
+                           "-p", "tau_mem:=big"], capture_output=True, text=True, timeout=60)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out
-    assert "cannot start: parameter cpu_affinity: expected str" in out, out
+    assert "cannot start: parameter tau_mem: expected int" in out, out
     assert "AttributeError" not in out, out
 
 
