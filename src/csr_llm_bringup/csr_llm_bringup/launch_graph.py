@@ -26,6 +26,8 @@ from .runner import RESTART_DELAY_S, STOP_GRACE_S, component_argument, write_par
 # how long a container holds a hosted lifecycle node's self-activation until launch's subscription
 # to its transition events is matched (discovery on loopback takes well under a second)
 TRANSITION_LISTENER_WAIT_S = 10.0
+STOP_HOLD_MAX_S = 5.0      # SIGINT stays blocked in launch's thread at most this long while our nodes start
+SERVICE_POLL_S = 0.2       # how often launch looks for a lifecycle node's change_state service before configuring it
 
 
 def _as_bool(value: Any) -> bool:
@@ -137,9 +139,28 @@ def launch_drives_lifecycle(node_kwargs: Dict[str, Any]) -> bool:
     return True
 
 
+_change_state_probes: Dict[str, Any] = {}
+
+
+def change_state_served(context, node_name: str) -> bool:
+    """Whether a client of the lifecycle node's change_state service on launch's own node is matched
+    with the server (launch_ros's client, made earlier, then is too); False while launch stops."""
+    from launch_ros.ros_adapters import get_ros_node
+    from lifecycle_msgs.srv import ChangeState as ChangeStateService
+    service = node_name.rstrip("/") + "/change_state"
+    try:
+        probe = _change_state_probes.get(service)
+        if probe is None:
+            probe = _change_state_probes[service] = get_ros_node(context).create_client(ChangeStateService, service)
+        return bool(probe.service_is_ready())
+    except Exception:      # launch's own node is being destroyed: shutting down
+        return False
+
+
 def generate_launch_description(profile: str):
     from launch import LaunchDescription
-    from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler, Shutdown
+    from launch.actions import (DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler, Shutdown,
+                                TimerAction)
     from launch.event_handlers import OnProcessStart
     from launch.events import matches_action
     from launch.logging import get_logger
@@ -160,8 +181,16 @@ def generate_launch_description(profile: str):
                 return [EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
                                                     transition_id=transition_id))]
             return OpaqueFunction(function=unless_stopping)
+        def configure_when_served(context):
+            # launch_ros waits for the service in 1 s polls that raise when launch shuts down
+            # meanwhile ("cannot use Destroyable", exit 1): ask only once the service answers
+            if context.is_shutdown:
+                return []
+            if not change_state_served(context, node.node_name):
+                return [TimerAction(period=SERVICE_POLL_S, actions=[OpaqueFunction(function=configure_when_served)])]
+            return [change(Transition.TRANSITION_CONFIGURE)]
         return [RegisterEventHandler(OnProcessStart(target_action=node,
-                                                    on_start=[change(Transition.TRANSITION_CONFIGURE)])),
+                                                    on_start=[OpaqueFunction(function=configure_when_served)])),
                 RegisterEventHandler(OnStateTransition(target_lifecycle_node=node, start_state="configuring",
                                                        goal_state="inactive",
                                                        entities=[change(Transition.TRANSITION_ACTIVATE)]))]
@@ -179,6 +208,28 @@ def generate_launch_description(profile: str):
                 context.asyncio_loop.call_soon_threadsafe(lambda: context.emit_event_sync(event))
             get_ros_node(context).create_subscription(TransitionEvent, f"{node_name}/transition_event", on_event, 10)
         return OpaqueFunction(function=subscribe)
+
+    def hold_stop_signals_while_starting(nodes) -> list:
+        """Our node processes start with SIGINT blocked (their first import unblocks it, handled), so a
+        Ctrl-C in an interpreter's own start-up is not a -2 exit; released once all have started."""
+        from csr_llm_common.stop_signal import hold_stop_signals
+        waiting = set(id(node) for node in nodes)
+
+        def started(node):
+            def release(context):
+                waiting.discard(id(node))
+                if not waiting:
+                    hold_stop_signals(False)
+                return []
+            return OpaqueFunction(function=release)
+
+        def release_all(context):
+            waiting.clear()
+            hold_stop_signals(False)
+            return []
+        hold_stop_signals(True)
+        return ([RegisterEventHandler(OnProcessStart(target_action=node, on_start=[started(node)])) for node in nodes]
+                + [TimerAction(period=STOP_HOLD_MAX_S, actions=[OpaqueFunction(function=release_all)])])
 
     def make_nodes(context, *args, **kwargs):
         def arg(name):
@@ -204,7 +255,8 @@ def generate_launch_description(profile: str):
             actions.append(node)
             if driven:
                 actions.extend(bring_up(node))
-        return actions
+        nodes = [action for action in actions if isinstance(action, Node)]
+        return hold_stop_signals_while_starting(nodes) + actions
 
     return LaunchDescription([
         DeclareLaunchArgument("params_file", default_value="", description="extra ROS 2 params file for every node"),

@@ -6,6 +6,10 @@ that come after it: a Ctrl-C then never meets Python's default handler (a Keyboa
 traceback, exit code -2). The signal only sets an event; run_node (ros/node.py) acts on it, and a
 long start asks ``stop_requested()`` between its steps. Other processes (tests, tools) keep their
 own handlers until run_node installs these.
+
+A process started with SIGINT blocked (``ros2 launch`` starts our nodes so: a Ctrl-C in the
+interpreter's own start-up, before any of our code runs, would otherwise end it with -2) gets the
+signal, held pending meanwhile, once the handlers are in place: installing them unblocks it.
 """
 from __future__ import annotations
 
@@ -49,6 +53,13 @@ def catch_stop_signals(on_stop: Optional[Callable[[], None]] = None) -> None:
         _on_stop.append(on_stop)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: request_stop())
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def hold_stop_signals(hold: bool) -> None:
+    """Block (True) or unblock SIGINT in this thread; a child started meanwhile inherits the block
+    over exec, so a Ctrl-C reaching it before its handler exists waits for catch_stop_signals."""
+    signal.pthread_sigmask(signal.SIG_BLOCK if hold else signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def is_node_process(argv: Sequence[str]) -> bool:

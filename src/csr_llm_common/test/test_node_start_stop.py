@@ -70,9 +70,33 @@ def test_a_node_process_stopped_during_its_imports_exits_0_without_starting():
     assert "stop requested during start-up (before the start)" in out, out
 
 
+BEFORE_OUR_CODE = """
+print("up", flush=True)
+import time
+time.sleep(2.0)                           # the interpreter's own start-up: no handler of ours yet
+""" + SLOW_IMPORTS.replace('print("up", flush=True)', "").replace("time.sleep(3.0)", "")
+
+
+def test_a_ctrl_c_before_our_first_import_waits_blocked_and_stops_the_start_with_exit_0():
+    """launch starts our nodes with SIGINT blocked (hold_stop_signals): a Ctrl-C in an interpreter's own
+    start-up killed it with -2; now it waits pending until the handler is installed."""
+    from csr_llm_common.stop_signal import hold_stop_signals
+    hold_stop_signals(True)
+    try:
+        returncode, out, took = _stopped_during_start(BEFORE_OUR_CODE, signal.SIGINT, "--ros-args")
+    finally:
+        hold_stop_signals(False)
+    assert returncode == 0, out
+    assert "KeyboardInterrupt" not in out and "constructed" not in out, out
+    assert "stop requested during start-up (before the start)" in out, out
+
+
 def _stopped_during_start(script: str, sig: int, *args: str):
     output = ChildOutput(subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True))
+    if sig == signal.SIGINT and "--ros-args" in args:
+        from csr_llm_common.stop_signal import hold_stop_signals
+        hold_stop_signals(False)          # the parent's hold ends once its child started, as in launch
     assert output.wait_for(lambda text: "up\n" in text, timeout=60), output.finish(timeout=0)[1]
     sent = time.monotonic()
     output.process.send_signal(sig)
