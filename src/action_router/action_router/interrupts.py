@@ -3,8 +3,8 @@
 The bottom frame is the decided task (or the unknown-scene protocol after a level-1 miss);
 interrupts (the reflexes, ``reflexes.py``) push frames on top and can nest. Only the top frame
 commands, and it commands every actuator group (arm and base), unless the execution layer's
-failure flag hands both groups to the safe-stop ramp. ``Arbiter.assign`` therefore yields exactly one source per group per tick: the
-robot can never be told "forward" and "stop" at once.
+failure flag hands both groups to the safe-stop ramp. ``Arbiter.assign`` therefore yields exactly
+one source per group per tick: the robot can never be told "forward" and "stop" at once.
 
 A frame runs its sub-tasks in order. When an interrupt frame pops, the frame below resumes: its
 running sub-task is re-planned from the current joint state (the template phase where it was
