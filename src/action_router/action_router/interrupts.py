@@ -1,10 +1,10 @@
 """Priority stack of what commands the robot (plain module, no rclpy).
 
 The bottom frame is the decided task (or the unknown-scene protocol after a level-1 miss);
-interrupts push frames on top and can nest. Only the top frame commands, and it commands every
-actuator group (arm and base), unless the execution layer's failure flag hands both groups to the
-safe-stop ramp. ``Arbiter.assign`` therefore yields exactly one source per group per tick: the
-robot can never be told "forward" and "stop" at once.
+interrupts (the reflexes, ``reflexes.py``) push frames on top and can nest. Only the top frame
+commands, and it commands every actuator group (arm and base), unless the execution layer's
+failure flag hands both groups to the safe-stop ramp. ``Arbiter.assign`` therefore yields exactly
+one source per group per tick: the robot can never be told "forward" and "stop" at once.
 
 A frame runs its sub-tasks in order. When an interrupt frame pops, the frame below resumes: its
 running sub-task is re-planned from the current joint state (the template phase where it was
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, field
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Deque, Dict, List, Optional
 
 import numpy as np
 
@@ -147,64 +147,3 @@ class Arbiter:
         for g in GROUPS:
             self.sources[g] = src
         return self.sources
-
-
-@dataclass(frozen=True)
-class InterruptSpec:
-    """A proximity interrupt: below ``distance`` push ``subtasks`` (global indices) and emit ``sound``."""
-    name: str
-    distance: float
-    subtasks: Tuple[int, ...]
-    sound: str = ""
-
-
-@dataclass(frozen=True)
-class InterruptUpdate:
-    changed: bool = False             # frames were pushed or popped (the behaviour layer is stale)
-    sounds: Tuple[str, ...] = ()
-    messages: Tuple[str, ...] = ()    # one line per interrupt that fired
-
-
-class ProximityInterrupts:
-    """Rising edges of ``proximity < distance`` push frames; cleared (distance + hysteresis) and
-    settled interrupt frames pop from the top, and what they interrupted resumes."""
-
-    def __init__(self, specs: Sequence[InterruptSpec], hysteresis: float):
-        self.specs = list(specs)
-        self.hysteresis = float(hysteresis)
-        self.latched = [False] * len(self.specs)
-
-    def reset(self) -> None:
-        self.latched = [False] * len(self.specs)
-
-    def update(self, proximity: float, now: float, stack: InterruptStack, failure: bool,
-               settled: Callable[[Frame], bool]) -> InterruptUpdate:
-        changed = False
-        sounds: List[str] = []
-        messages: List[str] = []
-        for i, spec in enumerate(self.specs):
-            close = proximity < spec.distance
-            clear = proximity > spec.distance + self.hysteresis
-            if close and not self.latched[i] and not failure:
-                self.latched[i] = True
-                prev = stack.top
-                if prev is not None and prev.started and not prev.needs_resume:
-                    prev.phase += now - prev.run_since
-                stack.push(Frame(SOURCE_INTERRUPT, spec.name, list(spec.subtasks)))
-                changed = True
-                if spec.sound:
-                    sounds.append(spec.sound)
-                messages.append(f"interrupt {spec.name}: person at {proximity:.2f} m < {spec.distance:.2f} m")
-            elif clear and self.latched[i]:
-                self.latched[i] = False
-            for f in stack.frames:
-                if f.source == SOURCE_INTERRUPT and f.name == spec.name:
-                    f.trigger_active = self.latched[i]
-        # pop settled interrupts from the top whose trigger has cleared
-        while True:
-            top = stack.top
-            if top is None or top.source != SOURCE_INTERRUPT or top.trigger_active or not settled(top):
-                break
-            stack.pop(top)
-            changed = True
-        return InterruptUpdate(changed, tuple(sounds), tuple(messages))

@@ -74,6 +74,7 @@ class RouterStatusSnapshot:
     slip_events: int
     odom_weight: float
     paused: Optional[PausedTask] = None   # the task a pausing decision displaced (catalogue pauses_task)
+    active_reflexes: Tuple[str, ...] = ()  # interrupt frames active now, bottom to top (reflexes.py)
 
 
 def status_snapshot(router: Any) -> RouterStatusSnapshot:
@@ -91,7 +92,7 @@ def status_snapshot(router: Any) -> RouterStatusSnapshot:
         grip_done_count=router.grip_done_count, derate_count=router.derate_count,
         confidence_flips=router.confidence.flips, failsafe_count=router.failsafe_count,
         input_faults=router.faults.total, slip_detected=weight < 1.0, slip_events=router.key_step.slip_events,
-        odom_weight=weight, paused=router.stack.paused)
+        odom_weight=weight, paused=router.stack.paused, active_reflexes=tuple(router.stack.active_interrupts()))
 
 
 def task_state(router: Any) -> Tuple[str, int, Optional[PausedTask]]:

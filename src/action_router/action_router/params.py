@@ -27,6 +27,7 @@ from csr_llm_common.paths import config_dir, expand_path
 from csr_llm_common.robot_description import GAIN_DEFAULTS, RobotDescription, load_robot_description
 
 from .pid import PARAM_NAMES, Gains, gains_from_params
+from .reflexes import TRIGGER_KINDS
 from .scene import ReachTarget
 from .variants import VariantSpec, load_scene_keys, parse_variants
 from .zones import DEFAULT_ZONES, Zone, parse_zones, without_zone_parameters, zone_parameters
@@ -108,7 +109,7 @@ class MotionParams:
 
 @dataclass
 class SafetyParams:
-    """Monitors, derating, fail-safe, watchdogs and the proximity interrupt."""
+    """Monitors, derating, fail-safe, watchdogs and the reflexes' thresholds."""
     grip_force_threshold: float = 15.0
     grip_dwell_s: float = 0.2
     temperature_limit: float = 70.0
@@ -135,6 +136,10 @@ class SafetyParams:
     slip_ratio: float = 1.8
     slip_min_weight: float = 0.1
     slip_speed_tau: float = 1.0
+    # unexpected contact (the contact_above reflex): gripper wrench force above this with no grip
+    # sub-task running [N]; cleared below it minus the hysteresis
+    contact_force: float = 15.0
+    contact_hysteresis: float = 5.0
 
 
 @dataclass
@@ -334,8 +339,9 @@ def load_task_files(params: Dict[str, Any], joints: List[str], gains: Dict[str, 
         missing = [s for s in spec.get("subtasks", []) if s not in subtasks]
         if missing or not spec.get("subtasks"):
             raise ValueError(f"{sub_path}: interrupt {name} has unknown or no sub-tasks {missing}")
-        if spec.get("trigger", "proximity_below") != "proximity_below":
-            raise ValueError(f"{sub_path}: interrupt {name}: only proximity_below triggers exist")
+        if spec.get("trigger", "proximity_below") not in TRIGGER_KINDS:
+            raise ValueError(f"{sub_path}: interrupt {name}: trigger {spec.get('trigger')!r} is none of "
+                             f"{list(TRIGGER_KINDS)}")
     unknown = dict(sub.get("unknown_scene") or {"subtasks": ["freeze"] if "freeze" in subtasks else []})
     if not unknown.get("subtasks") or any(s not in subtasks for s in unknown["subtasks"]):
         raise ValueError(f"{sub_path}: unknown_scene needs known sub-tasks")

@@ -6,7 +6,8 @@ Per tick (``Router.tick(now)``):
      a decision stream silent for ``decision_timeout_s`` while a task runs sets the failure flag;
   1. physical invalidations (``monitors.py``): temperature -> derated set, effort feedback ->
      confidence bit, stale joint states -> failure;
-  2. interrupts: proximity pushes / pops frames of the priority stack (``interrupts.py``);
+  2. reflexes (``reflexes.py``): a person close, a motor over temperature, a slip, an unexpected
+     contact push / pop interrupt frames of the priority stack (``interrupts.py``), no decision;
   3. level 1 (``task_matching.py``, ``level1.py``, ``variants.py``): at a task's start the camera's
      scene picks the intent's variant; a new key (``task_key.py``) of the running task frame is
      matched in the task layer; a miss runs the unknown-scene protocol and asks for a new decision;
@@ -147,7 +148,7 @@ class Router:
         if lost and self.levels.commanding() and not self.levels.failure:
             self.levels.fail(now, lost)
         self._physical_invalidations(tick)
-        self.levels.run_interrupts(now, tick.proximity)
+        self.levels.run_interrupts(tick, self.key_step.slipping)
         self.levels.run_level1(tick, self.intake.threshold, self.intake.zone)
         t2 = time.perf_counter()
         l2 = self.levels.run_level2(tick)

@@ -1,10 +1,11 @@
 """The three levels on the priority stack, tick by tick (plain module, no rclpy).
 
-``LevelPipeline`` owns the priority stack and its arbiter, the proximity interrupts
-(``interrupts.py``), levels 2 and 3 (``level2.py``, ``level3.py``) with the execution layer, and the
+``LevelPipeline`` owns the priority stack and its arbiter, the reflexes (``reflexes.py``: typed
+interrupt triggers), levels 2 and 3 (``level2.py``, ``level3.py``) with the execution layer, and the
 failure flag's consequences; level 1 is the ``TaskMatcher``'s (``task_matching.py``). Per tick:
 
-  * interrupts: proximity pushes / pops frames of the stack;
+  * reflexes: a person close, a motor over temperature, a slip, an unexpected contact push / pop
+    interrupt frames of the stack (no decision either way);
   * level 1: a new key of the running task frame is matched; a miss runs the unknown-scene
     protocol (its frame becomes the stack's base) and asks for a new decision;
   * level 2: the behaviour layer serves or re-plans the reference; a (re)started sub-task's torque
@@ -28,11 +29,12 @@ from .interrupts import SOURCE_INTERRUPT, SOURCE_TASK, SOURCE_UNKNOWN_SCENE, Arb
 from .level1 import UnknownScene
 from .level3 import Level3Result
 from .monitors import GripMonitor
+from .reflexes import ReflexSignals
 from .params import RouterConfig
 from .router_intake import TickInput
 from .router_outbox import TickOutbox
-from .router_setup import (SubTaskTable, make_execution, make_go_to_pose_config, make_interrupts, make_level2,
-                           make_level3)
+from .router_setup import (SubTaskTable, make_execution, make_go_to_pose_config, make_level2, make_level3,
+                           make_reflexes)
 from .subtask import SubTask, check_progress
 from .task_matching import TaskMatcher
 
@@ -60,7 +62,9 @@ class LevelPipeline:
         self.grip = GripMonitor(float(cfg["grip_force_threshold"]), float(cfg["grip_dwell_s"]))
         self.stack = InterruptStack()
         self.arbiter = Arbiter()
-        self.interrupts = make_interrupts(cfg, table)
+        self.interrupts = make_reflexes(cfg, table)
+        # per sub-task: it grips (grip done, or the gripper held closed): a force then is no contact
+        self._grips = [st.done == "grip" or bool(st.hold_mask.any()) for st in table.subtasks]
         self._go_to_pose = make_go_to_pose_config(cfg)
         self._settle_tolerance = float(cfg["settle_tolerance"])
         self._idle_hold = bool(cfg["idle_hold"]) and "hold" in table.index
@@ -119,13 +123,21 @@ class LevelPipeline:
             self.stack.top.base_travel += moved
 
     # ------------------------------------------------------------------ the stages
-    def run_interrupts(self, now: float, proximity: float) -> None:
-        update = self.interrupts.update(proximity, now, self.stack, self.execution.failure, self._settled)
+    def run_interrupts(self, tick: TickInput, slipping: bool) -> None:
+        """The reflexes: a trigger's rising edge pushes its frame, a cleared and settled frame pops."""
+        driven = self.level3.base_vx != 0.0 or self.level3.base_wz != 0.0
+        signals = ReflexSignals(tick.now, tick.proximity, bool(tick.derated.any()), slipping, driven,
+                                tick.grip_force, self.gripping())
+        update = self.interrupts.update(signals, self.stack, self.execution.failure, self._settled)
         self._outbox.sounds.extend(update.sounds)
         for line in update.messages:
             self._outbox.info(line)
         if update.changed:
             self.level2.invalidate()
+
+    def gripping(self) -> bool:
+        """A frame of the stack runs a grip sub-task now."""
+        return any(not f.done and self._grips[f.current] for f in self.stack.frames)
 
     def run_level1(self, tick: TickInput, threshold: float, zone: str) -> None:
         unknown = self._matcher.match(tick.now, self.stack.top, tick.state_ok, tick.snap.odom_pose, threshold, zone)

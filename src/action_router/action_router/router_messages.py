@@ -34,6 +34,7 @@ def router_status_message(status: RouterStatusSnapshot, stamp: Time, loop_hz: fl
         l1_us=status.l1_us, l2_us=status.l2_us, l3_us=status.l3_us,
         task_hit_rate=status.task_hit_rate, behaviour_hit_rate=status.behaviour_hit_rate,
         execution_hit_rate=status.execution_hit_rate, interrupt_depth=status.interrupt_depth,
+        active_reflexes=list(status.active_reflexes),
         execution_state=status.execution_state, loop_hz=float(loop_hz), slip_detected=status.slip_detected,
         odom_weight=status.odom_weight, slip_events=status.slip_events,
         unknown_scene_count=status.unknown_scene_count, grip_done_count=status.grip_done_count,

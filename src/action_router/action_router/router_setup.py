@@ -1,8 +1,8 @@
 """The router's parts, built from its configuration mapping (plain module, no rclpy).
 
 ``SubTaskTable`` compiles the configured sub-tasks and the intents' sequences of them; the
-``make_*`` functions build each level, the encoder, the execution layer and the proximity
-interrupts from ``cfg["..."]`` (``params.make_config``), so ``Router`` only wires them.
+``make_*`` functions build each level, the encoder, the execution layer and the reflexes
+(interrupt triggers) from ``cfg["..."]`` (``params.make_config``), so ``Router`` only wires them.
 """
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ import numpy as np
 from .cache import ExecutionLayer, ExecutionSet
 from .encoder import EncoderConfig, KeyEncoder, ProjectionKeyEncoder
 from .go_to_pose import GoToPoseConfig
-from .interrupts import InterruptSpec, ProximityInterrupts
 from .level1 import Level1
 from .level2 import Level2
 from .level3 import Level3
 from .params import RouterConfig
+from .reflexes import (ContactTrigger, ProximityTrigger, ReflexSpec, Reflexes, SlipTrigger, TemperatureTrigger,
+                       Trigger)
 from .subtask import SubTask
 from .variants import scene_frames
 
@@ -91,14 +92,31 @@ def make_execution(cfg: RouterConfig, joints: Sequence[str], effort_max: np.ndar
                           float(cfg["low_confidence_limit_scale"]))
 
 
-def make_interrupts(cfg: RouterConfig, table: SubTaskTable) -> ProximityInterrupts:
+def make_reflexes(cfg: RouterConfig, table: SubTaskTable) -> Reflexes:
+    """The configured interrupts (router_subtasks.yaml ``interrupts:``), each with its typed trigger."""
     specs = []
     for name, spec in cfg.interrupts.items():
-        dist = spec.get("distance")
-        if dist is None:
-            dist = cfg[spec.get("distance_param", "person_distance")]
-        specs.append(InterruptSpec(name, float(dist), tuple(table.ids(spec["subtasks"])), str(spec.get("sound", ""))))
-    return ProximityInterrupts(specs, float(cfg["proximity_hysteresis"]))
+        specs.append(ReflexSpec(name, make_trigger(cfg, spec), tuple(table.ids(spec["subtasks"])),
+                                str(spec.get("sound", "")), float(spec.get("clear_dwell_s", 0.0))))
+    return Reflexes(specs)
+
+
+def make_trigger(cfg: RouterConfig, spec: dict) -> Trigger:
+    """An interrupt's trigger; a threshold is the spec's own (``distance``, ``force``) or the router
+    parameter its ``*_param`` names."""
+    kind = spec.get("trigger", "proximity_below")
+    if kind == "temperature_above":
+        limit = float(cfg["temperature_limit"])
+        return TemperatureTrigger(limit, limit - float(cfg["temperature_hysteresis"]))
+    if kind == "slip":
+        return SlipTrigger()
+    if kind == "contact_above":
+        force = spec.get("force")
+        force = cfg[spec.get("force_param", "contact_force")] if force is None else force
+        return ContactTrigger(float(force), float(cfg["contact_hysteresis"]))
+    dist = spec.get("distance")
+    dist = cfg[spec.get("distance_param", "person_distance")] if dist is None else dist
+    return ProximityTrigger(float(dist), float(cfg["proximity_hysteresis"]))
 
 
 def make_go_to_pose_config(cfg: RouterConfig) -> GoToPoseConfig:

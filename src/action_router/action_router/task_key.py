@@ -72,6 +72,11 @@ class TaskKeyStep:
         self._vision: Optional[dict] = None
         self._lock = threading.Lock()
 
+    @property
+    def slipping(self) -> bool:
+        """The last key held a confirmed slip (a bool written by the key step: any thread may read it)."""
+        return self._slipping
+
     def update(self, now: float, inputs: RouterInputs, efforts: EffortAccumulator,
                context: Tuple[str, int]) -> KeyUpdate:
         """One key from the inputs' latest values, the effort mean since the last key and (intent, stage)."""

@@ -18,9 +18,11 @@ def fault_kind(line: str) -> str:
 
 
 class Rig:
-    def __init__(self, faults=None, infos=None, plant=True, base=False, **overrides):
+    def __init__(self, faults=None, infos=None, plant=True, base=False, without_reflexes=(), **overrides):
         # scripted decisions, no reasoning node: the decision watchdog is off unless a test sets it
         self.cfg = make_config({"decision_timeout_s": 0.0, **overrides})
+        for name in without_reflexes:          # interrupts a test leaves out (config/router_subtasks.yaml)
+            del self.cfg.interrupts[name]
         self.faults = [] if faults is None else faults
         self.infos = [] if infos is None else infos
         self.router = Router(self.cfg, fault_report=lambda line: self.faults.append((fault_kind(line), line)),
@@ -38,6 +40,8 @@ class Rig:
         self.imu_gyro = [0.0, 0.0, 0.0]
         self.history = []
         self.base = [0.0, 0.0, 0.0] if base else None     # x, y, yaw of the kinematic base (odometry)
+        self._vx = 0.0
+        self.base_acc = 0.0        # the kinematic base's last longitudinal acceleration (added to the IMU's)
         self.objects = None        # [(name, (x, y, z))] in base_link: published as detections each tick
 
     def step(self, n: int = 1, record: bool = False):
@@ -48,7 +52,8 @@ class Rig:
                 r.set_joint_state(self.joints, q, qd, [], now=self.now)
                 if self.feed_wrench:
                     r.set_wrench([0.0, 0.0, self.plant.grip_force], now=self.now)
-            r.set_imu(self.imu_acc, self.imu_gyro, now=self.now)
+            acc = self.imu_acc if self.base_acc == 0.0 else [self.imu_acc[0] + self.base_acc, *self.imu_acc[1:]]
+            r.set_imu(acc, self.imu_gyro, now=self.now)
             r.set_proximity(self.proximity, now=self.now)
             if self.base is not None:
                 c = r.command
@@ -64,6 +69,8 @@ class Rig:
             if self.base is not None:
                 x, y, yaw = self.base
                 vx, wz = r.command.base_vx, r.command.base_wz
+                self.base_acc = (vx - self._vx) / self.dt      # the IMU feels what the wheels do
+                self._vx = vx
                 self.base = [x + vx * math.cos(yaw) * self.dt, y + vx * math.sin(yaw) * self.dt, yaw + wz * self.dt]
             self.now += self.dt
         return r
