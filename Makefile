@@ -15,7 +15,7 @@ export AMENT_PREFIX_PATH := $(VENV_ABS)
 
 PY_PACKAGES := csr_llm_common csr_llm_core action_router csr_llm_bringup
 PY_PACKAGE_FILES := $(foreach p,$(PY_PACKAGES),src/$(p)/setup.py src/$(p)/setup.cfg src/$(p)/package.xml)
-MSG_FILES := src/msgs/CMakeLists.txt src/msgs/package.xml $(wildcard src/msgs/msg/*.msg src/msgs/srv/*.srv)
+MSG_FILES := src/msgs/CMakeLists.txt src/msgs/package.xml $(wildcard src/msgs/msg/*.msg src/msgs/srv/*.srv src/msgs/action/*.action)
 
 PROFILE ?= sim
 DURATION ?=

@@ -23,6 +23,7 @@ setup(
     entry_points={"console_scripts": [
         "aggregator_node = csr_llm_core.aggregator_node:main",
         "reasoning_node = csr_llm_core.reasoning_node:main",
+        "instruct_node = csr_llm_core.instruct_node:main",
         "csr-llm-model = csr_llm_core.model:main",
     ]},
 )

@@ -1,4 +1,4 @@
-"""`csr-llm`: run a profile's node graph (and, later, replay bags) without `ros2 launch`."""
+"""`csr-llm`: run a profile's node graph, replay bags, give the running graph an order (`instruct`)."""
 from __future__ import annotations
 
 import argparse
@@ -131,6 +131,12 @@ def cmd_param(args) -> int:
     return 0
 
 
+def cmd_instruct(args) -> int:
+    """Send an order to the graph's instruct action, print its feedback and result (docs/orders.md)."""
+    from .instruct_client import send_order
+    return send_order(args.order, action=args.action, timeout=args.timeout, wait=args.wait)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="csr-llm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -168,6 +174,13 @@ def main(argv=None) -> int:
     par.add_argument("profile", help="profile name in config/ or a path to a profile YAML")
     par.add_argument("names", nargs="+", metavar="NODE.PARAM")
     par.set_defaults(func=cmd_param)
+    ins = sub.add_parser("instruct", help="give the running graph an order (the instruct action) and follow it")
+    ins.add_argument("order", help='the operator\'s words, e.g. "go to the warehouse"')
+    ins.add_argument("--timeout", type=float, default=None, metavar="S",
+                     help="cancel the order (the robot holds) when it has no result after S seconds")
+    ins.add_argument("--action", default="instruct", help="action name (default: instruct, in the root namespace)")
+    ins.add_argument("--wait", type=float, default=10.0, metavar="S", help="seconds to wait for the action server")
+    ins.set_defaults(func=cmd_instruct)
     args = parser.parse_args(argv)
     # loopback only, one domain for this process and every node it starts, UDP only (no SHM files)
     localhost_dds_env()

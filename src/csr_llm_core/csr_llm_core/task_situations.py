@@ -32,6 +32,18 @@ class RouterSample:
     failsafe_count: int = 0
 
 
+def task_ending(before: RouterSample, now: RouterSample) -> Optional[str]:
+    """How the task running in ``before`` ended by ``now``: "unknown_scene" or "failsafe" (failed),
+    "done" (no longer running, not displaced by a pause), or None (it runs on, or was replaced)."""
+    if now.unknown_scene_count > before.unknown_scene_count:
+        return "unknown_scene"
+    if now.failsafe_count > before.failsafe_count:
+        return "failsafe"
+    if not now.active_intent and now.paused_intent != before.active_intent:
+        return "done"
+    return None
+
+
 class TaskDetector:
     def __init__(self, config: TasksConfig):
         self.config = config
@@ -53,15 +65,14 @@ class TaskDetector:
         words, intent = self.config.wording, before.active_intent
         fields = {"intent": intent, "sub_task": before.active_sub_task, "object": grip.object, "force": grip.force}
         reason = None
-        if now.unknown_scene_count > before.unknown_scene_count:
-            reason = words["unknown_scene"]
-        elif now.failsafe_count > before.failsafe_count:
-            reason = words["failsafe"]
-        elif not now.active_intent and now.paused_intent != intent:
+        ending = task_ending(before, now)
+        if ending == "done":
             if intent in self.config.needs_grip and not grip.holding:
                 reason = words["nothing_held"].format(**fields)
             else:
                 return self.config.done_wording.get(intent, words["done"]).format(**fields)
+        elif ending is not None:
+            reason = words[ending]
         if reason is not None:
             return words["failed"].format(**{**fields, "reason": reason})
         if self.config.sub_tasks and now.active_intent == intent and before.interrupt_depth == 0 \
