@@ -11,14 +11,15 @@ module collects the runs and writes::
                    intents: {name: count}, ttft_p50_ms, ttft_p99_ms, ...},
      "scenarios": {name: {the same keys, ...}}}
 
-``decision_accuracy`` counts the reasoning windows (an event's ``decides:``), the former figure
-over every window is ``decision_accuracy_all``; the robot-level keys are decisions_robot.py's
+``decision_accuracy`` counts the reasoning windows (an event's ``decides:``), the former figure over
+every window is ``decision_accuracy_all``; the robot-level keys are decisions_robot.py's
 (definitions: docs/benchmarks.md). A plot (decisions_plot.py) of the accuracy per scenario with its
-95 % Wilson interval and the chance level, and of the robot-level figures per scenario; a table. The overall accuracy has two intervals: the Wilson interval over the pooled
-decisions, and a bootstrap over scenarios (`accuracy_ci95_scenarios`). The decisions of one
-scenario are not independent (a model that copies its last answer repeats one mistake a dozen
-times), so the first is too narrow to compare two configurations; `--compare BASE NEW` prints
-each scenario's change and the overall change with its paired scenario-bootstrap interval.
+95 % Wilson interval and the chance level, and of the robot-level figures per scenario; a table. The
+overall accuracy has two intervals: the Wilson interval over the pooled decisions, and a bootstrap
+over scenarios (`accuracy_ci95_scenarios`). The decisions of one scenario are not independent (a
+model that copies its last answer repeats one mistake a dozen times), so the first is too narrow to
+compare two configurations; `--compare BASE NEW` prints each scenario's change and the overall
+change with its paired scenario-bootstrap interval.
 A safety figure next to the accuracy: `hold_violations` of `hold_decisions`,
 the scored decisions in windows where only pausing intents (catalogue `pauses_task`) are
 acceptable that chose a task instead (acting when it should hold); and its mirror, `act_misses` of

@@ -124,8 +124,8 @@ class EpisodeCounter:
 class SafetyMonitor:
     """The four safety counters, fed one ``SafetySample`` at a time."""
 
-    def __init__(self, limits: SafetyLimits = SafetyLimits()):
-        self.limits = limits
+    def __init__(self, limits: Optional[SafetyLimits] = None):
+        self.limits = limits = limits or SafetyLimits()
         self.counters = {kind: EpisodeCounter(kind, limits.dwell_s) for kind in KINDS}
 
     def observe(self, sample: SafetySample) -> None:

@@ -8,7 +8,7 @@ and applied effort) into a safety.SafetySample, feeds ``SafetyMonitor`` and ``Mo
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -27,9 +27,9 @@ ARM_JOINTS = 4                         # the rotary joints (the gripper slides)
 
 class SafetyRecord:
     def __init__(self, world: MujocoWorld, arm: ArmEfforts, traction: BaseTraction, thermal: ThermalModel,
-                 person: Person, limits: SafetyLimits = SafetyLimits()):
+                 person: Person, limits: Optional[SafetyLimits] = None):
         self._world, self._arm, self._traction, self._thermal, self._person = world, arm, traction, thermal, person
-        self.limits = limits
+        self.limits = limits = limits or SafetyLimits()
         self.monitor = SafetyMonitor(limits)
         self.motion = MotionLog(limits.dwell_s)
 
