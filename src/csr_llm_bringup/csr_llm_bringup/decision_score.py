@@ -10,10 +10,12 @@ decision stamped at the event's own time cannot have seen it) and is
 * ``mismatch``  otherwise,
 * ``unscored``  outside every window (before the first expectation, after ``none``, after the end).
 
-``decision_accuracy`` = matches / (matches + mismatches). ``reaction_s`` per window = sim time from
-the event to the first matching decision in the window; a window never matched counts as its
-full length and is listed in ``unmatched``. ``task_success`` = every scenario goal reached (None
-when the scenario has none).
+``decision_accuracy_all`` = matches / (matches + mismatches); ``decision_accuracy`` counts only
+the reasoning windows (an event's ``decides:``). ``reaction_s`` per window = sim time from the
+event to the first matching decision in the window; a window never matched counts as its full
+length and is listed in ``unmatched``. ``task_success`` = every scenario goal reached (None when
+the scenario has none). The robot-level figures (task_success_rate, safety_violations,
+order_to_motion_s) are robot_score.py's.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from csr_llm_common.stats import percentile, round_or_none
+
+from .robot_score import REASONING, RobotOutcome, robot_summary
 
 MATCH, MISMATCH, UNSCORED = "match", "mismatch", "unscored"
 EXPECT_NONE = "none"
@@ -202,10 +206,13 @@ def _check_value(spec: Any, value: Any, where: str) -> None:
 # --------------------------------------------------------------------------------------------- scoring
 @dataclass(frozen=True)
 class ExpectationChange:
-    """An event that fired at sim `time` with an expectation (None: scoring ends there)."""
+    """An event that fired at sim `time` with an expectation (None: scoring ends there); `decides`:
+    its window's class (reasoning | sensed); `order`: a reasoning window only a task answers."""
     time: float
     event_id: str
     expectation: Optional[Expectation]
+    decides: str = REASONING
+    order: bool = False
 
 
 @dataclass(frozen=True)
@@ -240,6 +247,7 @@ class DecisionScore:
     reactions: List[Reaction]
     windows: List[Tuple[float, float, ExpectationChange]]   # (start, end, change) of every scored window
     goals: Dict[str, Optional[float]] = field(default_factory=dict)   # goal id -> sim time reached (None: not)
+    robot: RobotOutcome = field(default_factory=RobotOutcome)         # the simulator's safety and motion record
 
     def count(self, verdict: str) -> int:
         return sum(1 for d in self.decisions if d.verdict == verdict)
@@ -277,7 +285,7 @@ class DecisionScore:
 
     def summary(self) -> Dict[str, Any]:
         return {
-            "decision_accuracy": round_or_none(self.accuracy, 4),
+            **robot_summary(self, self.robot),
             "decisions_scored": self.scored,
             "decisions_matched": self.count(MATCH),
             "decisions_unscored": self.count(UNSCORED),
@@ -290,8 +298,10 @@ class DecisionScore:
 
 
 def score_decisions(changes: Iterable[ExpectationChange], decisions: Iterable[DecisionRecord], end_time: float,
-                    goals: Optional[Mapping[str, Optional[float]]] = None) -> DecisionScore:
-    """Score `decisions` against the expectation timeline `changes`, up to sim time `end_time`."""
+                    goals: Optional[Mapping[str, Optional[float]]] = None,
+                    robot: Optional[RobotOutcome] = None) -> DecisionScore:
+    """Score `decisions` against the expectation timeline `changes`, up to sim time `end_time`;
+    `robot`: the simulator's outcome for the robot-level figures."""
     ordered = sorted((c for c in changes if c.time < end_time), key=lambda c: c.time)   # stable: file order kept
     # of several changes at one instant only the last counts (the earlier ones never had a window)
     timeline = [c for i, c in enumerate(ordered) if i + 1 == len(ordered) or ordered[i + 1].time > c.time]
@@ -323,7 +333,7 @@ def score_decisions(changes: Iterable[ExpectationChange], decisions: Iterable[De
         matched = k in first_match
         reactions.append(Reaction(change.event_id, start, end, (first_match[k] if matched else end) - start,
                                   matched, change.expectation))
-    return DecisionScore(scored, reactions, windows, dict(goals or {}))
+    return DecisionScore(scored, reactions, windows, dict(goals or {}), robot or RobotOutcome())
 
 
 def chance_of_match(expectation: Expectation, catalogue: Any) -> float:
@@ -354,10 +364,12 @@ def chance_of_match(expectation: Expectation, catalogue: Any) -> float:
 
 def changes_from_records(records: Iterable[Mapping[str, Any]]) -> List[ExpectationChange]:
     """The expectation timeline from the simulator's `scenario/expectations` JSON records
-    (``kind: event`` records that carry an ``expect`` key; ``"none"`` ends scoring)."""
+    (``kind: event`` records that carry an ``expect`` key; ``"none"`` ends scoring). A record
+    without ``decides`` (an older run) counts as a reasoning window."""
     out = []
     for rec in records:
         if rec.get("kind") == "event" and "expect" in rec:
             out.append(ExpectationChange(float(rec["time"]), str(rec.get("event", "")),
-                                         parse_expectation(rec["expect"])))
+                                         parse_expectation(rec["expect"]), str(rec.get("decides", REASONING)),
+                                         bool(rec.get("order", False))))
     return out

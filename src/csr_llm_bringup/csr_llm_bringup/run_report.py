@@ -15,6 +15,7 @@ import numpy as np
 
 from .decision_score import (MATCH, MISMATCH, DecisionRecord, DecisionScore, changes_from_records,
                              score_decisions)
+from .robot_score import RobotOutcome
 
 LIMIT_EPS = 1e-6
 
@@ -111,7 +112,8 @@ class RunStats:
         if "duration" in info:
             end_time = min(end_time, float(info["duration"]))
         records = [DecisionRecord(d[0], d[2], args) for d, args in zip(self.decisions, self.decision_arguments)]
-        return score_decisions(changes, records, end_time, self.goals)
+        robot = RobotOutcome.from_records(self.expectation_records)
+        return score_decisions(changes, records, end_time, self.goals, robot)
 
     def on_csr_status(self, t: float, evictions: int, swaps: int, prefix_tokens: int, state_version: int) -> None:
         if self.csr_last and evictions > self.csr_last["evictions"]:

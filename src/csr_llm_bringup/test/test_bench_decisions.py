@@ -262,3 +262,50 @@ def test_the_first_evaluated_decision_of_each_window_is_scored_apart(tmp_path, c
     assert result["first_decision_accuracy"] == 0.5 and result["decision_accuracy"] == pytest.approx(3 / 6)
     overall = bench_json({"f": result, "g": result}, wall_s=1.0)["overall"]
     assert (overall["first_decisions_scored"], overall["first_decision_accuracy"]) == (4, 0.5)
+
+
+def _robot_run(tmp_path, name, slips, goals, motion):
+    stats = RunStats()
+    stats.on_time(0.0)
+    safety = {k: {"count": 0, "worst": None} for k in ("person_speed", "contact_force", "motor_overload")}
+    safety["slip_speed"] = {"count": slips, "worst": {"time": 2.5, "value": 0.3 + 0.1 * slips,
+                                                      "what": "base on a low-friction patch"} if slips else None}
+    safety["limits"] = {"person_speed_mps": 0.25, "contact_force_n": 15.0, "motor_limit_c": 70.0,
+                        "slip_speed_mps": 0.2}
+    for record in [{"kind": "start", "scenario": name, "duration": 5.0, "goals": list(goals), "time": 0.0},
+                   {"kind": "event", "event": "task", "time": 1.0, "say": "go", "decides": "reasoning",
+                    "order": True, "expect": {"intents": ["move_to"], "args": {"move_to.zone": ["warehouse"]}}},
+                   {"kind": "event", "event": "close", "time": 3.0, "say": "person close", "decides": "sensed",
+                    "expect": ["stop"]},
+                   {"kind": "end", "scenario": name, "time": 5.0, "duration": 5.0, "goals": goals,
+                    "safety": safety, "motion": motion}]:
+        stats.on_expectation_record(record)
+    go = {"zone": "warehouse", "speed": 0.3}
+    for t, intent, args in [(1.5, "move_to", go), (2.0, "move_to", go), (3.5, "move_to", go)]:
+        stats.on_decision(t, 100.0, intent, "R1", 0, arguments=args)
+    stats.on_time(5.0)
+    stats.write(tmp_path / name)
+    return tmp_path / name
+
+
+def test_robot_level_figures_per_scenario_and_pooled(tmp_path, catalogue):
+    a = _robot_run(tmp_path, "a", 1, {"g1": 3.0, "g2": None}, [[1.8, 4.0]])
+    b = _robot_run(tmp_path, "b", 2, {"g1": 2.0}, [[0.2, 0.4]])
+    results = {"a": scenario_result(a, catalogue), "b": scenario_result(b, catalogue)}
+    ra = results["a"]
+    assert ra["decision_accuracy"] == 1.0 and ra["decision_accuracy_all"] == pytest.approx(2 / 3, abs=1e-4)
+    assert ra["task_success_rate"] == 0.5 and ra["task_success_ci95"] == [round(v, 4) for v in wilson_interval(1, 2)]
+    assert ra["safety_violations"] == 1 and ra["safety_by_kind"]["slip_speed"] == 1
+    assert ra["order_to_motion_p50_s"] == pytest.approx(0.8)          # decision 1.5, moving from 1.8
+    assert results["b"]["orders_without_motion"] == ["task"]          # no motion in (1.5, 3.0]
+    bench = bench_json(results, wall_s=1.0)
+    o = bench["overall"]
+    assert o["task_success_rate"] == pytest.approx(2 / 3, abs=1e-4) and o["goals_total"] == 3
+    assert o["scenarios_succeeded"] == 1 and o["scenarios_with_goals"] == 2
+    assert o["safety_violations"] == 3 and o["safety_worst"]["scenario"] == "b"
+    assert o["order_to_motion_max_s"] == pytest.approx(2.0) and o["orders"] == 2
+    assert o["decision_accuracy"] == 1.0 and o["decision_accuracy_all"] == pytest.approx(4 / 6, abs=1e-4)
+    assert "_orders" not in bench["scenarios"]["a"]
+    text = table(bench)
+    assert "worst safety instance" in text and "slip_speed at 2.5 s" in text
+    assert plot(bench, tmp_path / "decisions.png").stat().st_size > 0

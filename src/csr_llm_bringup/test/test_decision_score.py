@@ -162,3 +162,66 @@ def test_a_decision_stamped_at_a_changes_instant_is_scored_against_neither_windo
     assert [d.verdict for d in score.decisions] == [MATCH, UNSCORED, UNSCORED, MATCH, UNSCORED]
     assert [(r.event_id, r.reaction_s) for r in score.reactions] == [("task", pytest.approx(2.5)),
                                                                     ("person", pytest.approx(0.5))]
+
+
+def _robot(motion=(), counts=None):
+    from csr_llm_bringup.robot_score import RobotOutcome
+    safety = {k: {"count": n, "worst": None if not n else {"time": 2.0, "value": v, "what": k}}
+              for k, (n, v) in (counts or {}).items()}
+    safety["limits"] = {"person_speed_mps": 0.25, "contact_force_n": 15.0, "motor_limit_c": 70.0,
+                        "slip_speed_mps": 0.2}
+    return RobotOutcome(safety, tuple(motion), True)
+
+
+def test_decision_accuracy_counts_the_reasoning_windows_and_the_former_figure_stays_as_all(catalogue):
+    changes = [ExpectationChange(1.0, "order", parse_expectation(["move_to"], catalogue), "reasoning", True),
+               ExpectationChange(3.0, "person_close", parse_expectation(["stop"], catalogue), "sensed"),
+               ExpectationChange(5.0, "cancel", parse_expectation(["stop"], catalogue), "reasoning")]
+    decisions = _decisions((1.5, "move_to", {"zone": "warehouse"}), (2.0, "stop", None),     # 1 of 2
+                           (3.5, "stop", None), (4.0, "stop", None),                         # sensed: 2 of 2
+                           (5.5, "move_to", {"zone": "warehouse"}))                          # 0 of 1
+    summary = score_decisions(changes, decisions, end_time=6.0).summary()
+    assert summary["decision_accuracy"] == pytest.approx(1 / 3, abs=1e-4)
+    assert (summary["decisions_matched_reasoning"], summary["decisions_scored_reasoning"]) == (1, 3)
+    assert summary["decision_accuracy_all"] == pytest.approx(3 / 5)
+
+
+def test_records_without_a_window_class_count_as_reasoning_and_carry_it_when_present():
+    records = [{"kind": "event", "event": "a", "time": 1.0, "expect": ["stop"]},
+               {"kind": "event", "event": "b", "time": 2.0, "expect": ["move_to"], "decides": "reasoning",
+                "order": True},
+               {"kind": "event", "event": "c", "time": 3.0, "expect": ["stop"], "decides": "sensed", "order": False}]
+    assert [(c.decides, c.order) for c in changes_from_records(records)] == [
+        ("reasoning", False), ("reasoning", True), ("sensed", False)]
+
+
+def test_order_to_motion_from_the_order_to_motion_after_the_first_matching_decision(catalogue):
+    go = parse_expectation({"intents": ["move_to"], "args": {"move_to.zone": "warehouse"}}, catalogue)
+    changes = [ExpectationChange(1.0, "first", go, "reasoning", True),
+               ExpectationChange(4.0, "halt", parse_expectation(["stop"], catalogue), "reasoning"),
+               ExpectationChange(6.0, "second", go, "reasoning", True),
+               ExpectationChange(8.0, "third", go, "reasoning", True)]
+    decisions = _decisions((1.5, "stop", None), (2.0, "move_to", {"zone": "warehouse"}),   # match at 2.0
+                           (6.5, "move_to", {"zone": "warehouse"}))                        # match at 6.5
+    # moving 0.5-1.2 (an earlier motion, before the match), from 2.4 and again during 6.0-7.0
+    robot = _robot(motion=[(0.5, 1.2), (2.4, 3.9), (6.0, 7.0)], counts={"slip_speed": (2, 0.5),
+                                                                            "person_speed": (1, 0.3)})
+    summary = score_decisions(changes, decisions, end_time=10.0, robot=robot).summary()
+    assert [(o["event"], o["seconds"], o["moved"]) for o in summary["orders"]] == [
+        ("first", 1.4, True),      # 2.4 - 1.0: the first motion after the matching decision
+        ("second", 0.5, True),     # already moving at the matching decision (6.5)
+        ("third", 2.0, False)]     # never matched: the window's length
+    assert summary["orders_without_motion"] == ["third"]
+    assert summary["order_to_motion_p50_s"] == pytest.approx(1.4)
+    assert summary["order_to_motion_max_s"] == pytest.approx(2.0)
+    assert summary["safety_violations"] == 3
+    assert summary["safety_worst"]["kind"] == "slip_speed"          # 0.5 / 0.2 is further over than 0.3 / 0.25
+    assert summary["safety"]["slip_speed"]["count"] == 2
+
+
+def test_task_success_rate_is_goals_reached_by_their_deadlines_over_goals():
+    score = score_decisions([], [], 10.0, goals={"a": 3.0, "b": None, "c": 9.0, "d": None})
+    summary = score.summary()
+    assert summary["task_success_rate"] == 0.5 and summary["task_success"] is False
+    assert (summary["goals_reached"], summary["goals_total"]) == (2, 4)
+    assert summary["safety_violations"] is None and summary["order_to_motion_p50_s"] is None   # no outcome

@@ -5,16 +5,21 @@ expectations) runs once through ``csr-llm run --profile sim`` (lockstepped: repr
 with the scenario; its recorder scores the decisions live (summary.json, decisions.json). This
 module collects the runs and writes::
 
-    {"overall":   {decision_accuracy, reaction_p50_s, reaction_max_s, task_success_rate,
+    {"overall":   {decision_accuracy, decision_accuracy_all, reaction_p50_s, reaction_max_s,
+                   task_success_rate, safety_violations, safety_by_kind, safety_worst,
+                   order_to_motion_p50_s, order_to_motion_max_s,
                    intents: {name: count}, ttft_p50_ms, ttft_p99_ms, ...},
      "scenarios": {name: {the same keys, ...}}}
 
-plus a bar plot of the accuracy per scenario with its 95 % Wilson interval and the chance level,
-and prints a table. The overall accuracy has two intervals: the Wilson interval over the pooled
-decisions, and a bootstrap over scenarios (`accuracy_ci95_scenarios`). The decisions of one
-scenario are not independent (a model that copies its last answer repeats one mistake a dozen
-times), so the first is too narrow to compare two configurations; `--compare BASE NEW` prints
-each scenario's change and the overall change with its paired scenario-bootstrap interval.
+``decision_accuracy`` counts the reasoning windows (an event's ``decides:``), the former figure over
+every window is ``decision_accuracy_all``; the robot-level keys are decisions_robot.py's
+(definitions: docs/benchmarks.md). A plot (decisions_plot.py) of the accuracy per scenario with its
+95 % Wilson interval and the chance level, and of the robot-level figures per scenario; a table. The
+overall accuracy has two intervals: the Wilson interval over the pooled decisions, and a bootstrap
+over scenarios (`accuracy_ci95_scenarios`). The decisions of one scenario are not independent (a
+model that copies its last answer repeats one mistake a dozen times), so the first is too narrow to
+compare two configurations; `--compare BASE NEW` prints each scenario's change and the overall
+change with its paired scenario-bootstrap interval.
 A safety figure next to the accuracy: `hold_violations` of `hold_decisions`,
 the scored decisions in windows where only pausing intents (catalogue `pauses_task`) are
 acceptable that chose a task instead (acting when it should hold); and its mirror, `act_misses` of
@@ -36,6 +41,11 @@ from csr_llm_common.paths import config_dir
 from csr_llm_common.stats import percentile, round_or_none, wilson_interval
 
 from ..decision_score import chance_of_match, parse_expectation
+from .decisions_plot import plot
+from .decisions_robot import robot_overall, robot_result, robot_table
+
+__all__ = ["bench_json", "compare", "overall", "plot", "run_suite", "scenario_bootstrap_ci", "scenario_result",
+           "suite_scenarios", "table"]
 
 BOOTSTRAP_RESAMPLES = 4000
 STARTUP_WALL_S = 90.0       # wall allowance on top of the scenario for model load and discovery
@@ -84,7 +94,11 @@ def scenario_result(run_dir: Path, catalogue: Any = None) -> Dict[str, Any]:
     detail_path = run_dir / "decisions.json"
     detail = json.loads(detail_path.read_text()) if detail_path.exists() else {"decisions": [], "reactions": []}
     matched, scored = int(summary.get("decisions_matched") or 0), int(summary.get("decisions_scored") or 0)
-    low, high = wilson_interval(matched, scored)
+    # the reasoning windows (an older summary without them: every window)
+    matched_r = int(summary.get("decisions_matched_reasoning", matched) or 0)
+    scored_r = int(summary.get("decisions_scored_reasoning", scored) or 0)
+    low, high = wilson_interval(matched_r, scored_r)
+    low_all, high_all = wilson_interval(matched, scored)
     parsed = {r["event"]: parse_expectation(r["expect"]) for r in detail["reactions"]}
     expectations = {event: e for event, e in parsed.items() if e is not None}   # `none` ends scoring
     chances = [chance_of_match(expectations[d["event"]], catalogue) for d in detail["decisions"]
@@ -92,19 +106,22 @@ def scenario_result(run_dir: Path, catalogue: Any = None) -> Dict[str, Any]:
     scored_in = [d for d in detail["decisions"] if d["verdict"] in ("match", "mismatch") and d["event"] in expectations]
     hold = [d for d in scored_in if _holding_only(expectations[d["event"]], catalogue)]
     act = [d for d in scored_in if _acting_only(expectations[d["event"]], catalogue)]
-    success = summary.get("task_success")
     first = _first_evaluated(detail)
     return {
         "decision_accuracy": summary.get("decision_accuracy"),
+        "decision_accuracy_all": summary.get("decision_accuracy_all", summary.get("decision_accuracy")),
         "reaction_p50_s": summary.get("reaction_p50_s"),
         "reaction_max_s": summary.get("reaction_max_s"),
-        "task_success_rate": None if success is None else float(bool(success)),
+        **robot_result(summary),
         "intents": summary.get("intents", {}),
         "ttft_p50_ms": summary.get("ttft_p50_ms"),
         "ttft_p99_ms": summary.get("ttft_p99_ms"),
         "decisions_scored": scored,
         "decisions_matched": matched,
+        "decisions_scored_reasoning": scored_r,
+        "decisions_matched_reasoning": matched_r,
         "accuracy_ci95": [round(low, 4), round(high, 4)],
+        "accuracy_all_ci95": [round(low_all, 4), round(high_all, 4)],
         "chance_accuracy": round(sum(chances) / len(chances), 4) if chances else None,
         "hold_decisions": len(hold),
         "hold_violations": sum(1 for d in hold if not _pauses(d["intent"], catalogue)),
@@ -150,14 +167,15 @@ def _acting_only(expectation: Any, catalogue: Any) -> bool:
 
 
 def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
-    """Pooled over the scenarios: accuracy over all scored decisions, reactions and TTFTs pooled,
-    task success over the scenarios that have goals."""
-    ok = [r for r in results.values() if "error" not in r]
-    matched = sum(r["decisions_matched"] for r in ok)
-    scored = sum(r["decisions_scored"] for r in ok)
+    """Pooled over the scenarios: accuracy over the scored decisions (of the reasoning windows, and
+    of all), reactions and TTFTs pooled; the robot-level figures (decisions_robot.robot_overall)."""
+    names = [name for name, r in results.items() if "error" not in r]
+    ok = [results[name] for name in names]
+    matched, scored = (sum(_reasoning_counts(r)[i] for r in ok) for i in (0, 1))
+    matched_all = sum(r["decisions_matched"] for r in ok)
+    scored_all = sum(r["decisions_scored"] for r in ok)
     reactions = [x for r in ok for x in r["_reactions"]]
     ttfts = [x for r in ok for x in r["_ttfts"]]
-    successes = [r["task_success_rate"] for r in ok if r["task_success_rate"] is not None]
     intents: Dict[str, int] = {}
     for r in ok:
         for name, count in r["intents"].items():
@@ -166,17 +184,21 @@ def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
     first_scored = sum(r.get("first_decisions_scored", 0) for r in ok)
     first_matched = sum(r.get("first_decisions_matched", 0) for r in ok)
     low, high = wilson_interval(matched, scored)
-    by_scenario = scenario_bootstrap_ci([(r["decisions_matched"], r["decisions_scored"]) for r in ok])
+    low_all, high_all = wilson_interval(matched_all, scored_all)
+    by_scenario = scenario_bootstrap_ci([_reasoning_counts(r) for r in ok])
     return {
         "decision_accuracy": round(matched / scored, 4) if scored else None,
+        "decision_accuracy_all": round(matched_all / scored_all, 4) if scored_all else None,
         "reaction_p50_s": round_or_none(percentile(reactions, 50.0), 3),
         "reaction_max_s": round_or_none(max(reactions) if reactions else None, 3),
-        "task_success_rate": round(sum(successes) / len(successes), 4) if successes else None,
+        **robot_overall(ok, names),
         "intents": dict(sorted(intents.items(), key=lambda kv: -kv[1])),
         "ttft_p50_ms": round_or_none(percentile(ttfts, 50.0), 1),
         "ttft_p99_ms": round_or_none(percentile(ttfts, 99.0), 1),
-        "decisions_scored": scored,
-        "decisions_matched": matched,
+        "decisions_scored": scored_all,
+        "decisions_matched": matched_all,
+        "decisions_scored_reasoning": scored,
+        "decisions_matched_reasoning": matched,
         "hold_decisions": sum(r["hold_decisions"] for r in ok),
         "hold_violations": sum(r["hold_violations"] for r in ok),
         "act_decisions": sum(r["act_decisions"] for r in ok),
@@ -185,6 +207,7 @@ def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
         "first_decisions_matched": first_matched,
         "first_decision_accuracy": _ratio(first_matched, first_scored),
         "accuracy_ci95": [round(low, 4), round(high, 4)],
+        "accuracy_all_ci95": [round(low_all, 4), round(high_all, 4)],
         "accuracy_ci95_scenarios": by_scenario,
         "chance_accuracy": (round(sum(c * n for c, n in chances) / sum(n for _, n in chances), 4)
                             if chances and sum(n for _, n in chances) else None),
@@ -192,6 +215,12 @@ def overall(results: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
         "scenarios_failed": sorted(name for name, r in results.items() if "error" in r),
         "scenarios_rerun": sorted(name for name, r in results.items() if r.get("reruns")),
     }
+
+
+def _reasoning_counts(r: Dict[str, Any]) -> Tuple[int, int]:
+    """(matched, scored) in the reasoning windows; every window for a result without them."""
+    return (r.get("decisions_matched_reasoning", r["decisions_matched"]),
+            r.get("decisions_scored_reasoning", r["decisions_scored"]))
 
 
 def _ratio(matched: int, scored: int) -> Optional[float]:
@@ -231,7 +260,7 @@ def compare(base: Dict[str, Any], new: Dict[str, Any]) -> str:
     pairs = []
     for name in names:
         a, b = base["scenarios"][name], new["scenarios"][name]
-        pairs.append(((a["decisions_matched"], a["decisions_scored"]), (b["decisions_matched"], b["decisions_scored"])))
+        pairs.append((_reasoning_counts(a), _reasoning_counts(b)))
         acc_a, acc_b = a["decision_accuracy"] or 0.0, b["decision_accuracy"] or 0.0
         rows.append(f"{name:<22} {acc_a:>6.2f} {acc_b:>6.2f} {acc_b - acc_a:>+7.2f}  "
                     f"{_task(a)}/{_task(b)}")
@@ -281,10 +310,13 @@ def table(bench: Dict[str, Any]) -> str:
         rows.append(f"overall accuracy, 95 % bootstrap over scenarios: {by_scenario[0]:.2f}-{by_scenario[1]:.2f} "
                     "(decisions within a scenario are not independent: use this one to compare runs)")
     o = bench["overall"]
+    if o.get("decision_accuracy_all") is not None:
+        rows.append(f"accuracy above: the reasoning windows; over every window: {o['decision_accuracy_all']:.2f} "
+                    f"({o['decisions_matched']} of {o['decisions_scored']})")
     if o.get("first_decisions_scored"):
         rows.append(f"first evaluated decision after each expectation change: {o['first_decisions_matched']} of "
                     f"{o['first_decisions_scored']} matched ({o['first_decision_accuracy']:.2f})")
-    return "\n".join(rows)
+    return "\n".join(rows) + "\n\n" + robot_table(bench)
 
 
 def _hold_cell(r: Dict[str, Any]) -> str:
@@ -293,46 +325,6 @@ def _hold_cell(r: Dict[str, Any]) -> str:
 
 def _act_cell(r: Dict[str, Any]) -> str:
     return f"{r['act_misses']}/{r['act_decisions']}" if "act_decisions" in r else "-"
-
-
-def plot(bench: Dict[str, Any], path: Path, n_intents: Optional[int] = None) -> Path:
-    """Accuracy per scenario (bars) with 95 % Wilson intervals (the overall bar: the bootstrap over
-    scenarios when there is one), the scenario's chance level
-    (a uniformly random decision) as a black tick, and 1/number of intents as a dashed line."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    items = [(n, r) for n, r in bench["scenarios"].items() if "error" not in r] + [("OVERALL", bench["overall"])]
-    fig, ax = plt.subplots(figsize=(max(7.0, 0.6 * len(items) + 2), 4.2))
-    xs = list(range(len(items)))
-    acc = [r["decision_accuracy"] or 0.0 for _, r in items]
-    ci = [r.get("accuracy_ci95") or [0.0, 1.0] for _, r in items]
-    # the overall bar: the bootstrap over scenarios (its decisions are not independent of each other)
-    overall_ci = bench["overall"].get("accuracy_ci95_scenarios")
-    if overall_ci:
-        ci[-1] = overall_ci
-    colours = ["tab:blue"] * (len(items) - 1) + ["tab:purple"]
-    ax.bar(xs, acc, color=colours, alpha=0.8)
-    ax.errorbar(xs, acc, yerr=[[a - c[0] for a, c in zip(acc, ci)], [c[1] - a for a, c in zip(acc, ci)]],
-                fmt="none", ecolor="k", capsize=3, lw=1,
-                label="95 % Wilson interval" + ("; OVERALL: bootstrap over scenarios" if overall_ci else ""))
-    chance = [(x, r.get("chance_accuracy")) for x, (_, r) in zip(xs, items) if r.get("chance_accuracy") is not None]
-    if chance:
-        ax.scatter([c[0] for c in chance], [c[1] for c in chance], marker="_", s=300, color="k", zorder=3,
-                   label="chance (uniformly random decision)")
-    if n_intents:
-        ax.axhline(1.0 / n_intents, color="tab:red", ls="--", lw=1, label=f"1/{n_intents} intents")
-    ax.set_xticks(xs)
-    ax.set_xticklabels([n for n, _ in items], rotation=60, ha="right", fontsize=8)
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("decision accuracy")
-    ax.set_title("Decisions matching the scenario's expectations, per scenario", fontsize=10)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
 
 
 def score_run(run: Dict[str, Any], catalogue: Any, reruns: int = 0, tag: str = "bench-decisions") -> Dict[str, Any]:

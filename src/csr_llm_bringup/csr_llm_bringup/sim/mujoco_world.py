@@ -8,7 +8,7 @@ sensors, the door, the object and the mocap bodies (shelf board, crate, person).
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence, Tuple, Union
+from typing import List, Mapping, Sequence, Tuple, Union
 
 import mujoco
 import numpy as np
@@ -95,6 +95,12 @@ class MujocoWorld:
         self._s_pad_fixed, self._s_pad_moving = sensor("pad_fixed"), sensor("pad_moving")
         self._s_acc, self._s_gyro, self._s_quat = sensor("imu_acc"), sensor("imu_gyro"), sensor("imu_quat")
         self.robot_mass = float(np.sum(m.body_mass[body("base"):body("door")]))
+        self._base_body = body("base")
+        self._geom_names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}" for g in range(m.ngeom)]
+        self._body_names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b) or f"body{b}" for b in range(m.nbody)]
+        self._robot_geom = [int(m.body_rootid[m.geom_bodyid[g]]) == self._base_body for g in range(m.ngeom)]
+        self._velocity = np.zeros(6)
+        self._wrench = np.zeros(6)
         mujoco.mj_forward(m, self.data)
 
     def step(self) -> None:
@@ -143,6 +149,33 @@ class MujocoWorld:
         d.qpos[self._bqx], d.qpos[self._bqy], d.qpos[self._bqyaw] = x, y, yaw
         d.qvel[self._bx] = d.qvel[self._by] = d.qvel[self._byaw] = 0.0
         mujoco.mj_forward(self.model, d)
+
+    # ------------------------------------------------------------------ ground truth for the safety monitor
+    def body_motion(self, names: Sequence[str]) -> List[Tuple[str, Tuple[float, float, float], float]]:
+        """(name, world position, linear speed m/s) of each named body."""
+        out = []
+        for name in names:
+            b = self._body_names.index(name)
+            mujoco.mj_objectVelocity(self.model, self.data, mujoco.mjtObj.mjOBJ_BODY, b, self._velocity, 0)
+            x, y, z = (float(v) for v in self.data.xpos[b])
+            out.append((name, (x, y, z), float(np.linalg.norm(self._velocity[3:]))))
+        return out
+
+    def robot_contacts(self) -> List[Tuple[str, str, float]]:
+        """(robot geom, body of the other geom, contact force N) of every contact between a robot
+        geom and a geom outside the robot (the names of the body and geom, e.g. "object/object")."""
+        out = []
+        d = self.data
+        for i in range(d.ncon):
+            g1, g2 = int(d.contact[i].geom1), int(d.contact[i].geom2)
+            if self._robot_geom[g1] == self._robot_geom[g2]:
+                continue
+            robot, other = (g1, g2) if self._robot_geom[g1] else (g2, g1)
+            mujoco.mj_contactForce(self.model, d, i, self._wrench)
+            body = self._body_names[int(self.model.geom_bodyid[other])]
+            out.append((self._geom_names[robot], f"{body}/{self._geom_names[other]}",
+                        float(np.linalg.norm(self._wrench[:3]))))
+        return out
 
     # ------------------------------------------------------------------ sensors
     def pad_forces(self) -> Tuple[float, float]:

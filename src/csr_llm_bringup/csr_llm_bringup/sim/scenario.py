@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import yaml
 
@@ -117,7 +117,7 @@ class Scenario:
         """The fired events whose `expect` applies, in firing order."""
         fired = sorted((e for e in self.events if e.expect_applies and e.fired_at is not None),
                        key=lambda e: (e.fired_at, e.index))
-        return [ExpectationChange(float(e.fired_at or 0.0), e.id, e.expect) for e in fired]
+        return [ExpectationChange(float(e.fired_at or 0.0), e.id, e.expect, e.decides, e.order) for e in fired]
 
     def tick(self, world) -> List[Event]:
         """Fire every event that is due now (file order); returns those fired. Then check the goals."""
@@ -226,11 +226,14 @@ class ExpectationFeed:
 
     ``start`` (scenario, duration, goal ids) first; then one ``event`` record per fired event (id,
     sim time, text said, and ``expect`` when the event carries one: the expectation's JSON or
-    "none"; ``expect_void`` instead when an ``unless_goal`` goal voided it); ``end`` (duration,
-    goal status) once sim time reaches the duration. poll() is cheap enough for every physics step."""
+    "none", with ``decides`` (the window's class) and ``order``; ``expect_void`` instead when an
+    ``unless_goal`` goal voided it); ``end`` (duration, goal status, goal deadlines, and what
+    `robot_outcome` returns: the simulator's safety counters and motion intervals) once sim time
+    reaches the duration. poll() is cheap enough for every physics step."""
 
-    def __init__(self, scenario: Scenario):
+    def __init__(self, scenario: Scenario, robot_outcome: Optional[Callable[[], Dict[str, Any]]] = None):
         self.scenario = scenario
+        self._robot_outcome = robot_outcome
         self._sent_log = 0
         self._started = self._ended = False
 
@@ -248,11 +251,15 @@ class ExpectationFeed:
             record = {"kind": "event", "scenario": sc.name, "event": event_id, "time": t, "say": said}
             if ev.expect_applies:
                 record["expect"] = "none" if ev.expect is None else ev.expect.to_json()
+                record["decides"], record["order"] = ev.decides, ev.order
             elif ev.expect_void is not None:
                 record["expect_void"] = f"goal {ev.expect_void} reached"
             out.append(record)
         if not self._ended and now >= sc.duration - 1e-9:
             self._ended = True
-            out.append({"kind": "end", "scenario": sc.name, "time": now, "duration": sc.duration,
-                        "goals": sc.goal_status()})
+            end = {"kind": "end", "scenario": sc.name, "time": now, "duration": sc.duration,
+                   "goals": sc.goal_status(), "goal_deadlines": {g.id: g.by for g in sc.goals}}
+            if self._robot_outcome is not None:
+                end.update(self._robot_outcome())
+            out.append(end)
         return out

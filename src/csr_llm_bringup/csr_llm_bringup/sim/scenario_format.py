@@ -57,7 +57,14 @@ Decision expectations (scored by csr_llm_bringup/decision_score.py)::
 {intents: [...], args: {<intent>.<argument>: value | [values] | {min, max}}}. Intent and argument
 names and values are checked against the intent catalogue (config/intents.yaml); an argument
 constraint names one of the listed intents and only applies to it. Write it from the situation,
-never from what the model answers. ``unless_goal: <goal id> | [ids]`` voids an event's `expect`
+never from what the model answers. ``decides: reasoning | sensed`` says what decides the event's
+window: ``reasoning`` when only understanding the text can (an order, a cancel, conflicting or
+deferred orders, hostile text, a question of memory), ``sensed`` when the sensed state alone does
+(a person close, a hot motor, a slip, a task done); default: ``sensed`` for an event fired by
+`when:` conditions or one that says nothing, else ``reasoning`` (set it where a timed line only
+reports the sensed state, e.g. "person approaching"). `decision_accuracy` counts the reasoning
+windows; a reasoning window that only tasks answer (no pausing intent) is an *order*, timed by
+`order_to_motion_s` (docs/benchmarks.md). ``unless_goal: <goal id> | [ids]`` voids an event's `expect`
 when one of those goals was reached before the event fired (the event still fires, says its line
 and acts; the expectation in force stays): "the motor cooled down: resume the pick" asks nothing
 once the object is already lifted.
@@ -84,7 +91,9 @@ _SCALAR_CONDITIONS = {
 _EQUAL_CONDITIONS = {"on_slip": "on_slip", "zone": "zone", "driving": "driving"}
 _TEMPERATURE_CONDITIONS = ("temperature_above", "temperature_below")
 _EVENT_KEYS = {"id", "at", "when", "after", "delay", "say", "person", "object", "heat", "drive", "crate", "expect",
-               "unless_goal"}
+               "unless_goal", "decides"}
+REASONING, SENSED = "reasoning", "sensed"
+DECIDES = (REASONING, SENSED)
 TOP_KEYS = {"name", "description", "duration", "robot", "person", "events", "goals", "bench", "world"}
 _GOAL_KEYS = {"id", "when", "by"}
 
@@ -111,6 +120,8 @@ class Event:
     expect: Optional[Expectation] = None
     unless_goal: Tuple[str, ...] = ()      # goals that, reached before the event fires, void its `expect`
     expect_void: Optional[str] = None      # the goal that voided it (set when the event fired)
+    decides: str = REASONING               # what decides its window: the text (reasoning) or the sensed state
+    order: bool = False                    # a reasoning window that only a task (no pausing intent) answers
     fired_at: Optional[float] = None
 
     @property
@@ -252,7 +263,21 @@ def parse_event(i: int, raw: dict, catalogue=None) -> Event:
         ev.unless_goal = (str(goals),) if isinstance(goals, str) else tuple(str(g) for g in goals or ())
         if not ev.has_expect or not ev.unless_goal:
             raise ScenarioError(f"{where}.unless_goal: names goal ids, and needs an `expect` to void")
+    ev.decides = _window_class(raw, where)
+    ev.order = (ev.decides == REASONING and ev.expect is not None and catalogue is not None
+                and not any(catalogue[name].pauses_task for name in ev.expect.intents))
     return ev
+
+
+def _window_class(raw: dict, where: str) -> str:
+    """`decides:` as written, else from the event's structure: fired by a sensed condition
+    (`when:`) or saying nothing -> sensed; a line said at a time or after other events -> reasoning."""
+    if "decides" in raw:
+        value = raw["decides"]
+        if value not in DECIDES:
+            raise ScenarioError(f"{where}.decides: expected one of {', '.join(DECIDES)}, got {value!r}")
+        return str(value)
+    return SENSED if raw.get("when") or "say" not in raw else REASONING
 
 
 def conditions_hold(when: Dict[str, Any], world) -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict
 
+from .safety import SafetyLimits
+
 
 @dataclass
 class SimulatorConfig:
@@ -46,8 +48,23 @@ class SimulatorConfig:
     # hold t=0 until this many subscribers listen to joint_states (up to start_timeout wall s)
     wait_for_subscribers: int = 0
     start_timeout: float = 60.0
+    # safety counters of the run (safety.py; docs/benchmarks.md defines each kind)
+    safety_person_distance_m: float = 0.5
+    safety_person_speed_mps: float = 0.25
+    safety_contact_force_n: float = 15.0
+    safety_motor_limit_c: float = 70.0
+    safety_motor_load_fraction: float = 0.3
+    safety_slip_speed_mps: float = 0.2
+    safety_dwell_s: float = 0.05
 
     def rates(self) -> Dict[str, float]:
         return {name: float(getattr(self, name)) for name in (
             "joint_state_hz", "imu_hz", "odom_hz", "wrench_hz", "temperature_hz", "proximity_hz", "zone_hz",
             "truth_hz", "camera_hz")}
+
+    def safety_limits(self) -> SafetyLimits:
+        return SafetyLimits(
+            person_distance_m=self.safety_person_distance_m, person_speed_mps=self.safety_person_speed_mps,
+            contact_force_n=self.safety_contact_force_n, motor_limit_c=self.safety_motor_limit_c,
+            motor_load_fraction=self.safety_motor_load_fraction, slip_speed_mps=self.safety_slip_speed_mps,
+            dwell_s=self.safety_dwell_s)

@@ -8,11 +8,12 @@ One ``step()`` = one 1 ms physics step:
     tyres, wheel odometry that is wrong where the base slips); the IMU (MuJoCo accelerometer/gyro
     on the base) sees the true motion.
   * every 10 ms: motor thermal model (thermal.py), person walking, scripted base drives
-    (world_actions.py) and the scenario engine (timed and triggered events).
+    (world_actions.py), the scenario engine (timed and triggered events) and the safety record
+    (safety_probe.py: the safety counters and the motion log from the ground truth).
 
 ``Simulator`` is a facade over parts that each own their state: ``physics`` (mujoco_world.py: the
 MuJoCo model and data), ``arm`` and ``cmd_vel`` (the commands), ``traction``, ``thermal``, ``person``,
-``shelf_object``, ``operator`` (the scripted drive), ``camera`` and ``readouts`` (sensors and ground
+``shelf_object``, ``operator`` (the scripted drive), ``safety``, ``camera`` and ``readouts`` (sensors and ground
 truth, read on demand). Scenario events queue up as text for the node to publish (``pop_events()``).
 """
 from __future__ import annotations
@@ -26,6 +27,8 @@ from .depth_camera import CameraSpec, DepthCamera, mount_pose
 from .mujoco_world import MujocoWorld, Pose
 from .readouts import DetectedObject, Readouts, ZoneMap
 from .robot_model import JOINTS, default_limits, world_config
+from .safety import SafetyLimits
+from .safety_probe import SafetyRecord
 from .thermal import ThermalModel
 from .traction import BaseTraction
 from .world_actions import Person, ScriptedDrive, ShelfObject, heat_joint
@@ -50,7 +53,8 @@ class Simulator:
     def __init__(self, limits: Optional[Dict[str, Sequence[float]]] = None, world: Optional[dict] = None,
                  scenario=None, timestep: float = 0.001, base_max_linear: float = 0.5,
                  base_max_angular: float = 1.0, cmd_vel_timeout: float = 0.5, thermal: Optional[dict] = None,
-                 velocity_limit: bool = True, camera: Optional[CameraSpec] = None):
+                 velocity_limit: bool = True, camera: Optional[CameraSpec] = None,
+                 safety: Optional[SafetyLimits] = None):
         if world is None and scenario is not None:
             world = scenario.world      # the scenario's world settings (handle type, ...)
         self.limits = joint_limits(limits)
@@ -66,6 +70,8 @@ class Simulator:
         self.person = Person(self.physics, w["person_start"], w["person_radius"], w["base_radius"])
         self.shelf_object = ShelfObject(self.physics)
         self.operator = ScriptedDrive()
+        self.safety = SafetyRecord(self.physics, self.arm, self.traction, self.thermal, self.person,
+                                   safety or SafetyLimits())
         self.readouts = Readouts(self.clock, self.physics, self.arm, self.traction, self.thermal, self.person,
                                  self.shelf_object, self.operator, ZoneMap(w["zones"], w["default_zone"]))
         self.events: List[Tuple[float, str]] = []
@@ -149,6 +155,7 @@ class Simulator:
         self.operator.update(self.time, self.physics.base_pose())
         if self.scenario is not None:
             self.scenario.tick(self)
+        self.safety.update(now)
 
     # ------------------------------------------------------------------ scenario hooks
     def attach_scenario(self, scenario) -> None:
@@ -254,6 +261,10 @@ class Simulator:
     def truth(self) -> dict:
         # scenario goals: id -> sim time first reached (None: not yet)
         return self.readouts.truth(self.scenario.goal_status() if self.scenario is not None else {})
+
+    def robot_outcome(self) -> dict:
+        """The safety counters and the motion intervals so far (safety_probe.SafetyRecord.outcome)."""
+        return self.safety.outcome()
 
     def condition_value(self, name: str):
         return self.readouts.condition_value(name)

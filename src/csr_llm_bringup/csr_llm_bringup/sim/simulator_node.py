@@ -79,7 +79,7 @@ def build_simulator(cfg: SimulatorConfig, description: RobotDescription) -> Simu
             raise ValueError(f"scenario: {exc}") from None
     return Simulator(limits=limits, scenario=scenario, timestep=cfg.timestep,
                      base_max_linear=description.base_max_linear, base_max_angular=description.base_max_angular,
-                     cmd_vel_timeout=cfg.cmd_vel_timeout)
+                     cmd_vel_timeout=cfg.cmd_vel_timeout, safety=cfg.safety_limits())
 
 
 class SimulatorNode(Node):
@@ -102,7 +102,8 @@ class SimulatorNode(Node):
         self.link = RemoteControl(self.handover, self.commands) if hosted is None else \
             HostedControl(hosted, self.handover, self.intake, cfg.control_lockstep_timeout)
         self.stop_event = threading.Event()
-        self._expectation_feed = ExpectationFeed(self.sim.scenario) if self.sim.scenario is not None else None
+        self._expectation_feed = (ExpectationFeed(self.sim.scenario, self.sim.robot_outcome)
+                                  if self.sim.scenario is not None else None)
         self._scenario_errors_logged = 0
         self._create_publishers(description.joint_names)
         controller = description.controller_name.strip("/") or "arm_controller"
