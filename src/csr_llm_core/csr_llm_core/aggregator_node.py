@@ -81,7 +81,8 @@ def sensed_sample(kind: str, msg, stamp: float) -> Sample:
         return RouterReport(stamp, RouterSample(
             active_intent=msg.active_intent, active_sub_task=msg.active_sub_task, paused_intent=msg.paused_intent,
             interrupt_depth=int(msg.interrupt_depth), slip_detected=bool(msg.slip_detected),
-            unknown_scene_count=int(msg.unknown_scene_count), failsafe_count=int(msg.failsafe_count)))
+            unknown_scene_count=int(msg.unknown_scene_count), failsafe_count=int(msg.failsafe_count),
+            active_reflexes=tuple(str(name) for name in msg.active_reflexes)))
     raise ValueError(kind)
 
 

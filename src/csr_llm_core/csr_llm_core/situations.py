@@ -30,11 +30,13 @@ from csr_llm_common.plausibility import (MAX_NAMES, Refusal, bounded_name, range
 from .situation_detectors import (GripDetector, ProximityDetector, SensedLine, SlipDetector, TemperatureDetector,
                                   ZoneDetector)
 from .situations_config import SituationsConfig
-from .task_situations import RouterSample, TaskDetector
+from .task_situations import ReflexDetector, RouterSample, TaskDetector
 
 __all__ = ["RangeSample", "RouterSample", "SensedLine", "SituationMonitor", "TemperatureSample", "WrenchSample",
            "ZoneSample"]
 
+
+MAX_REFLEXES = 8      # reflex names read from one report (the router nests a handful at most)
 
 @dataclass(frozen=True)
 class RangeSample:
@@ -85,6 +87,7 @@ class SituationMonitor:
         self.temperature = TemperatureDetector(self.config.temperature, MAX_NAMES)
         self.slip = SlipDetector(self.config.slip)
         self.tasks = TaskDetector(self.config.tasks)
+        self.reflexes = ReflexDetector(self.config.reflexes)
         self._takers: Dict[type, Callable] = {
             RangeSample: self._range, WrenchSample: self._wrench, TemperatureSample: self._temperature,
             ZoneSample: self._zone, RouterReport: self._router}
@@ -130,7 +133,10 @@ class SituationMonitor:
         given = report.status
         status = dataclasses.replace(given, active_intent=bounded_name(given.active_intent)[0],
                                      active_sub_task=bounded_name(given.active_sub_task)[0],
-                                     paused_intent=bounded_name(given.paused_intent)[0])
+                                     paused_intent=bounded_name(given.paused_intent)[0],
+                                     active_reflexes=tuple(bounded_name(name)[0] for name in
+                                                           given.active_reflexes[:MAX_REFLEXES]))
         self.grip.set_task(status.active_intent, status.active_sub_task)
         lines = self.slip.update(bool(status.slip_detected), report.stamp)
+        lines += self.reflexes.update(status, report.stamp)
         return lines + self.tasks.update(status, report.stamp, self.grip.grip_state())

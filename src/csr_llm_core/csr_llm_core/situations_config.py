@@ -103,6 +103,20 @@ class TasksConfig:
 
 
 @dataclass
+class ReflexesConfig:
+    """`router_status.active_reflexes`: the router's own reflexes (docs/reflexes.md) starting and clearing."""
+    # how a line names each reflex (the router's interrupt names); another name is said as it is
+    names: Dict[str, str] = field(default_factory=lambda: {
+        "person_close": "a person close", "person_very_close": "a person very close",
+        "temperature_high": "a motor over its limit", "slip": "wheel slip", "contact": "an unexpected contact"})
+    wording: Dict[str, str] = field(default_factory=lambda: {
+        "holding": "reflex: holding for {reflex}; task {intent} resumes by itself",
+        "holding_idle": "reflex: holding for {reflex}",
+        "cleared": "reflex cleared ({reflex}); task {intent} resumes",
+        "cleared_idle": "reflex cleared ({reflex})"})
+
+
+@dataclass
 class SituationsConfig:
     proximity: ProximityConfig = field(default_factory=ProximityConfig)
     grip: GripConfig = field(default_factory=GripConfig)
@@ -110,6 +124,7 @@ class SituationsConfig:
     temperature: TemperatureConfig = field(default_factory=TemperatureConfig)
     slip: SlipConfig = field(default_factory=SlipConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
+    reflexes: ReflexesConfig = field(default_factory=ReflexesConfig)
 
 
 # the fields each wording template may use, with a sample value to check it formats
@@ -121,11 +136,13 @@ _SAMPLE_FIELDS: Dict[str, Dict[str, Any]] = {
     "slip": {},
     "tasks": {"intent": "open_door", "sub_task": "pull_door", "reason": "unknown scene", "object": "box",
               "force": 20.0},
+    "reflexes": {"reflex": "a person close", "intent": "move_to"},
 }
 _REQUIRED_WORDING: Dict[str, Tuple[str, ...]] = {
     "proximity": ("approaching", "close", "moving_away", "gone"), "grip": ("gripped", "dropped", "released"),
     "zone": ("arrived",), "temperature": ("heating", "hot", "cooled"), "slip": ("slipping", "regained"),
     "tasks": ("sub_task_done", "done", "failed", "unknown_scene", "failsafe", "nothing_held"),
+    "reflexes": ("holding", "holding_idle", "cleared", "cleared_idle"),
 }
 
 

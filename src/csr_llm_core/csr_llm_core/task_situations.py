@@ -10,14 +10,18 @@ sub-task, the task a pausing decision displaced, nested interrupts, counters). B
 * sub-task done: the same intent runs, no interrupt in either report, and its sub-task changed.
 
 A decision that replaces or pauses a task says nothing here: the reasoning node made it.
+
+Reflexes: a name new in the router's ``active_reflexes`` says the robot holds by itself (and that
+the task resumes on its own), one gone says it cleared; the router's clear dwell keeps them from
+flapping.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from .situation_detectors import GripState, SensedLine
-from .situations_config import TasksConfig
+from .situations_config import ReflexesConfig, TasksConfig
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class RouterSample:
     slip_detected: bool = False
     unknown_scene_count: int = 0
     failsafe_count: int = 0
+    active_reflexes: Tuple[str, ...] = ()
 
 
 def task_ending(before: RouterSample, now: RouterSample) -> Optional[str]:
@@ -80,3 +85,24 @@ class TaskDetector:
                 and now.active_sub_task != before.active_sub_task:
             return words["sub_task_done"].format(**fields)
         return None
+
+
+class ReflexDetector:
+    def __init__(self, config: ReflexesConfig):
+        self.config = config
+        self._active: Tuple[str, ...] = ()
+        self._newest = float("-inf")
+
+    def update(self, report: RouterSample, stamp: float) -> List[SensedLine]:
+        """A line per reflex started or cleared since the previous report."""
+        if stamp < self._newest:
+            return []
+        self._newest = stamp
+        before, self._active = self._active, tuple(report.active_reflexes)
+        task = report.active_intent or report.paused_intent
+        lines = [self._line("holding", name, task, stamp) for name in self._active if name not in before]
+        return lines + [self._line("cleared", name, task, stamp) for name in before if name not in self._active]
+
+    def _line(self, edge: str, name: str, task: str, stamp: float) -> SensedLine:
+        template = self.config.wording[edge if task else f"{edge}_idle"]
+        return SensedLine(stamp, "reflex", template.format(reflex=self.config.names.get(name, name), intent=task))

@@ -180,6 +180,25 @@ def test_slipping_and_back_on_grip_from_the_routers_flag():
     assert texts(m, [router(2.2, slip_detected=False)]) == ["base back on grip"]
 
 
+def test_the_routers_reflexes_starting_and_clearing_each_say_one_line_naming_the_task():
+    m = SituationMonitor()
+    reports = [router(0.0, "pick_object", "reach_shelf"),
+               router(0.1, "pick_object", "freeze", interrupt_depth=1, active_reflexes=("temperature_high",)),
+               router(0.2, "pick_object", "freeze", interrupt_depth=1, active_reflexes=("temperature_high",)),
+               router(0.3, "pick_object", "freeze", interrupt_depth=2,
+                      active_reflexes=("temperature_high", "person_close")),
+               router(0.4, "pick_object", "reach_shelf", active_reflexes=())]
+    assert texts(m, reports) == [
+        "reflex: holding for a motor over its limit; task pick_object resumes by itself",
+        "reflex: holding for a person close; task pick_object resumes by itself",
+        "reflex cleared (a motor over its limit); task pick_object resumes",
+        "reflex cleared (a person close); task pick_object resumes"]
+    idle = SituationMonitor()
+    assert texts(idle, [router(0.0, active_reflexes=("contact",)), router(0.5, active_reflexes=("mystery",))]) == [
+        "reflex: holding for an unexpected contact", "reflex: holding for mystery",
+        "reflex cleared (an unexpected contact)"]
+
+
 # ---------------------------------------------------------------- config
 
 def test_wording_thresholds_and_rates_come_from_config():
