@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
+from csr_llm_common.stop_signal import STOP_WITH_PARENT_ENV
+
 from .graph import load_profile
 from .runner import RESTART_DELAY_S, STOP_GRACE_S, component_argument, write_params_file
 
@@ -70,7 +72,9 @@ def node_actions_kwargs(profile: str, params_file: str = "", namespace: str = ""
                   "hosted_lifecycle": hosted_lifecycle,
                   "ends_run": spec.ends_run, "respawn": spec.restart, "respawn_delay": RESTART_DELAY_S,
                   # launch's default (5 s) SIGTERMs a node still writing its report or saving state
-                  "sigterm_timeout": str(STOP_GRACE_S), "sigkill_timeout": "5.0"}
+                  "sigterm_timeout": str(STOP_GRACE_S), "sigkill_timeout": "5.0",
+                  # a node launch started while it was shutting down stops when launch exits
+                  "additional_env": {STOP_WITH_PARENT_ENV: "1"}}
         out.append(kwargs)
     return out
 

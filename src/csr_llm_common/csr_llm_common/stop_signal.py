@@ -10,13 +10,21 @@ own handlers until run_node installs these.
 A process started with SIGINT blocked (``ros2 launch`` starts our nodes so: a Ctrl-C in the
 interpreter's own start-up, before any of our code runs, would otherwise end it with -2) gets the
 signal, held pending meanwhile, once the handlers are in place: installing them unblocks it.
+With ``CSR_LLM_STOP_WITH_PARENT=1`` in its environment (our launch files set it) the process is also
+asked to stop when the process that started it exits: launch ending while it was still starting a
+node (a Ctrl-C in that instant) leaves no node running on its own.
 """
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
 import sys
 import threading
 from typing import Callable, List, Optional, Sequence
+
+STOP_WITH_PARENT_ENV = "CSR_LLM_STOP_WITH_PARENT"
+PR_SET_PDEATHSIG = 1      # linux/prctl.h
 
 _STOP = threading.Event()
 _on_stop: List[Callable[[], None]] = []
@@ -66,5 +74,21 @@ def is_node_process(argv: Sequence[str]) -> bool:
     return "--ros-args" in argv
 
 
+def stop_with_parent() -> bool:
+    """SIGTERM (a stop request) once the parent exits; a stop at once if it already has. Linux only:
+    False where prctl is missing."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return False
+    if prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+        return False
+    if os.getppid() == 1:           # the parent exited before the request was in place
+        request_stop()
+    return True
+
+
 if is_node_process(sys.argv) and threading.current_thread() is threading.main_thread():
     catch_stop_signals()
+    if os.environ.get(STOP_WITH_PARENT_ENV) == "1":
+        stop_with_parent()

@@ -91,6 +91,31 @@ def test_a_ctrl_c_before_our_first_import_waits_blocked_and_stops_the_start_with
     assert "stop requested during start-up (before the start)" in out, out
 
 
+def test_a_node_whose_launcher_exits_while_it_starts_stops_by_itself(tmp_path):
+    """launch ending while it still started a node (a Ctrl-C in that instant) never signalled it: the
+    node ran on alone. With CSR_LLM_STOP_WITH_PARENT=1 (our launch files) the parent's exit stops it."""
+    import os
+    log = tmp_path / "child.log"
+    launcher = (
+        "import os, subprocess, sys, time\n"
+        f"out = open({str(log)!r}, 'w')\n"
+        "child = subprocess.Popen([sys.executable, '-c', sys.argv[1], '--ros-args'], stdout=out, stderr=out,\n"
+        "                         env={**os.environ, 'CSR_LLM_STOP_WITH_PARENT': '1'})\n"
+        f"while 'up' not in open({str(log)!r}).read():\n"
+        "    time.sleep(0.05)\n"
+        "print(child.pid, flush=True)\n")          # and exits, leaving the child starting
+    done = subprocess.run([sys.executable, "-c", launcher, SLOW_IMPORTS], capture_output=True, text=True,
+                          timeout=60)
+    child = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{child}") \
+            and "Z" not in open(f"/proc/{child}/stat").read().split()[2]:
+        time.sleep(0.1)
+    out = log.read_text()
+    assert "stop requested during start-up (before the start)" in out, out
+    assert "constructed" not in out and "Traceback" not in out, out
+
+
 def _stopped_during_start(script: str, sig: int, *args: str):
     output = ChildOutput(subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True))
