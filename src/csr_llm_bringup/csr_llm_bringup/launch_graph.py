@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from csr_llm_common.stop_signal import STOP_WITH_PARENT_ENV
+from csr_llm_common.stop_signal import STOP_WITH_PARENT_ENV, hold_stop_signals
 
 from .graph import load_profile
 from .runner import RESTART_DELAY_S, STOP_GRACE_S, component_argument, write_params_file
@@ -161,79 +161,87 @@ def change_state_served(context, node_name: str) -> bool:
         return False
 
 
-def generate_launch_description(profile: str):
-    from launch import LaunchDescription
-    from launch.actions import (DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler, Shutdown,
-                                TimerAction)
+def bring_up(node) -> list:
+    """configure once the process runs, activate once it reached inactive (driven by launch)."""
+    from launch.actions import EmitEvent, OpaqueFunction, RegisterEventHandler, TimerAction
     from launch.event_handlers import OnProcessStart
     from launch.events import matches_action
-    from launch.logging import get_logger
-    from launch.substitutions import LaunchConfiguration
-    from launch_ros.actions import LifecycleNode, Node
     from launch_ros.event_handlers import OnStateTransition
     from launch_ros.events.lifecycle import ChangeState
     from lifecycle_msgs.msg import Transition
 
-    def bring_up(node) -> list:
-        """configure once the process runs, activate once it reached inactive (driven by launch)."""
-        def change(transition_id):
-            def unless_stopping(context):
-                # a state change sent while launch shuts down hits launch_ros's destroyed service
-                # client ("cannot use Destroyable") and makes `ros2 launch` exit 1
-                if context.is_shutdown:
-                    return []
-                return [EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
-                                                    transition_id=transition_id))]
-            return OpaqueFunction(function=unless_stopping)
-        def configure_when_served(context):
-            # launch_ros waits for the service in 1 s polls that raise when launch shuts down
-            # meanwhile ("cannot use Destroyable", exit 1): ask only once the service answers
+    def change(transition_id):
+        def unless_stopping(context):
+            # a state change sent while launch shuts down hits launch_ros's destroyed service
+            # client ("cannot use Destroyable") and makes `ros2 launch` exit 1
             if context.is_shutdown:
                 return []
-            if not change_state_served(context, node.node_name):
-                return [TimerAction(period=SERVICE_POLL_S, actions=[OpaqueFunction(function=configure_when_served)])]
-            return [change(Transition.TRANSITION_CONFIGURE)]
-        return [RegisterEventHandler(OnProcessStart(target_action=node,
-                                                    on_start=[OpaqueFunction(function=configure_when_served)])),
-                RegisterEventHandler(OnStateTransition(target_lifecycle_node=node, start_state="configuring",
-                                                       goal_state="inactive",
-                                                       entities=[change(Transition.TRANSITION_ACTIVATE)]))]
+            return [EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
+                                                transition_id=transition_id))]
+        return OpaqueFunction(function=unless_stopping)
 
-    def relay_transitions(container, node_name: str):
-        """StateTransition events from a node hosted in `container`'s process, as a LifecycleNode
-        action emits them for its own process (OnStateTransition handlers without a target see them)."""
-        def subscribe(context):
-            from launch_ros.events.lifecycle import StateTransition
-            from launch_ros.ros_adapters import get_ros_node
-            from lifecycle_msgs.msg import TransitionEvent
-
-            def on_event(msg):
-                event = StateTransition(action=container, msg=msg)
-                context.asyncio_loop.call_soon_threadsafe(lambda: context.emit_event_sync(event))
-            get_ros_node(context).create_subscription(TransitionEvent, f"{node_name}/transition_event", on_event, 10)
-        return OpaqueFunction(function=subscribe)
-
-    def hold_stop_signals_while_starting(nodes) -> list:
-        """Our node processes start with SIGINT blocked (their first import unblocks it, handled), so a
-        Ctrl-C in an interpreter's own start-up is not a -2 exit; released once all have started."""
-        from csr_llm_common.stop_signal import hold_stop_signals
-        waiting = set(id(node) for node in nodes)
-
-        def started(node):
-            def release(context):
-                waiting.discard(id(node))
-                if not waiting:
-                    hold_stop_signals(False)
-                return []
-            return OpaqueFunction(function=release)
-
-        def release_all(context):
-            waiting.clear()
-            hold_stop_signals(False)
+    def configure_when_served(context):
+        # launch_ros waits for the service in 1 s polls that raise when launch shuts down
+        # meanwhile ("cannot use Destroyable", exit 1): ask only once the service answers
+        if context.is_shutdown:
             return []
-        hold_stop_signals(True)
-        return ([RegisterEventHandler(OnProcessStart(target_action=node, on_start=[started(node)])) for node in nodes]
-                + [TimerAction(period=STOP_HOLD_MAX_S, actions=[OpaqueFunction(function=release_all)])])
+        if not change_state_served(context, node.node_name):
+            return [TimerAction(period=SERVICE_POLL_S, actions=[OpaqueFunction(function=configure_when_served)])]
+        return [change(Transition.TRANSITION_CONFIGURE)]
+    return [RegisterEventHandler(OnProcessStart(target_action=node,
+                                                on_start=[OpaqueFunction(function=configure_when_served)])),
+            RegisterEventHandler(OnStateTransition(target_lifecycle_node=node, start_state="configuring",
+                                                   goal_state="inactive",
+                                                   entities=[change(Transition.TRANSITION_ACTIVATE)]))]
+
+
+def relay_transitions(container, node_name: str):
+    """StateTransition events from a node hosted in `container`'s process, as a LifecycleNode
+    action emits them for its own process (OnStateTransition handlers without a target see them)."""
+    from launch.actions import OpaqueFunction
+
+    def subscribe(context):
+        from launch_ros.events.lifecycle import StateTransition
+        from launch_ros.ros_adapters import get_ros_node
+        from lifecycle_msgs.msg import TransitionEvent
+
+        def on_event(msg):
+            event = StateTransition(action=container, msg=msg)
+            context.asyncio_loop.call_soon_threadsafe(lambda: context.emit_event_sync(event))
+        get_ros_node(context).create_subscription(TransitionEvent, f"{node_name}/transition_event", on_event, 10)
+    return OpaqueFunction(function=subscribe)
+
+
+def hold_stop_signals_while_starting(nodes) -> list:
+    """Our node processes start with SIGINT blocked (their first import unblocks it, handled), so a
+    Ctrl-C in an interpreter's own start-up is not a -2 exit; released once all have started."""
+    from launch.actions import OpaqueFunction, RegisterEventHandler, TimerAction
+    from launch.event_handlers import OnProcessStart
+    waiting = set(id(node) for node in nodes)
+
+    def started(node):
+        def release(context):
+            waiting.discard(id(node))
+            if not waiting:
+                hold_stop_signals(False)
+            return []
+        return OpaqueFunction(function=release)
+
+    def release_all(context):
+        waiting.clear()
+        hold_stop_signals(False)
+        return []
+    hold_stop_signals(True)
+    return ([RegisterEventHandler(OnProcessStart(target_action=node, on_start=[started(node)])) for node in nodes]
+            + [TimerAction(period=STOP_HOLD_MAX_S, actions=[OpaqueFunction(function=release_all)])])
+
+
+def generate_launch_description(profile: str):
+    from launch import LaunchDescription
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
+    from launch.logging import get_logger
+    from launch.substitutions import LaunchConfiguration
+    from launch_ros.actions import LifecycleNode, Node
 
     def make_nodes(context, *args, **kwargs):
         def arg(name):
@@ -259,7 +267,7 @@ def generate_launch_description(profile: str):
             actions.append(node)
             if driven:
                 actions.extend(bring_up(node))
-        nodes = [action for action in actions if isinstance(action, Node)]
+        nodes = [action for action in actions if isinstance(action, (Node, LifecycleNode))]
         return hold_stop_signals_while_starting(nodes) + actions
 
     return LaunchDescription([
