@@ -1,4 +1,5 @@
-"""`csr-llm`: run a profile's node graph, replay bags, give the running graph an order (`instruct`)."""
+"""`csr-llm`: run a profile's node graph, replay bags, give the running graph an order (`instruct`),
+convert a narrated scenario file (`scenario convert`)."""
 from __future__ import annotations
 
 import argparse
@@ -181,6 +182,12 @@ def main(argv=None) -> int:
     ins.add_argument("--action", default="instruct", help="action name (default: instruct, in the root namespace)")
     ins.add_argument("--wait", type=float, default=10.0, metavar="S", help="seconds to wait for the action server")
     ins.set_defaults(func=cmd_instruct)
+    from .sim import scenario_convert
+    scen = sub.add_parser("scenario", help="scenario files (docs/scenarios.md)")
+    scen_sub = scen.add_subparsers(dest="scenario_command", required=True)
+    conv = scen_sub.add_parser("convert", help="drop the lines said on sensed events")
+    scenario_convert.add_arguments(conv)
+    conv.set_defaults(func=scenario_convert.run)
     args = parser.parse_args(argv)
     # loopback only, one domain for this process and every node it starts, UDP only (no SHM files)
     localhost_dds_env()

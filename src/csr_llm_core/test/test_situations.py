@@ -251,8 +251,8 @@ def test_sensed_lines_without_watermarks_keep_their_stamp():
 
 # ---------------------------------------------------------------- staging
 
-@pytest.mark.parametrize("profile, on", [("sim", False), ("replay", False), ("robot", True), ("robot_remote", True)])
-def test_sensed_lines_are_on_only_in_the_robot_profiles(profile, on):
+@pytest.mark.parametrize("profile, on", [("sim", True), ("replay", True), ("robot", True), ("robot_remote", True)])
+def test_sensed_lines_are_on_in_every_profile_that_runs_the_graph(profile, on):
     nodes = yaml.safe_load(config_file(f"{profile}.yaml").read_text())["nodes"]
     (aggregator,) = [n for n in nodes if n["name"] == "aggregator"]
     files = [yaml.safe_load(config_file(f).read_text()) for f in aggregator.get("parameter_files", [])]

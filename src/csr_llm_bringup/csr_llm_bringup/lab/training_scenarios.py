@@ -14,9 +14,14 @@ pick it at the shelf), at most one interruption (a person coming
 close and leaving, a motor overheating and cooling, a cancel, a repeated order, injected text, a
 change of plan, conflicting operators, a slippery floor, an order deferred until a condition with many
 notices before it holds), unrelated notices, and the task's end.
-Expectations follow the situation as an operator would state them. The wording comes from the
-generator's phrase lists (decision_training.py), not from config/scenarios, and no bench scenario
-is ever run for training: the suite stays held out.
+Expectations follow the situation as an operator would state them. Like the suite, a generated
+scenario says only what the robot cannot sense (orders, notices, distractors, the object put on the
+shelf): the person, the heat, the slip, the arrival, the grip and the task's end are world events
+and conditions the graph senses and writes itself (the sim profile's sensed lines). Where the
+router's reflex holds the robot by itself (a person close, a hot motor), going on with the running
+task is as sensible as pausing. The wording comes from the generator's phrase lists
+(decision_training.py), not from config/scenarios, and no bench scenario is ever run for training:
+the suite stays held out.
 """
 from __future__ import annotations
 
@@ -27,11 +32,9 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from csr_llm_core.lab.decision_training import (ARRIVED, CANCEL, CHANGE, DOOR_DONE, DOOR_ORDERS, FETCH_ORDERS,
-                                            GOTO_ORDERS, HANDLE_GRIPPED, HOSTILE, MOTOR_COOL, MOTOR_HOT,
-                                            NOTICE_SUBJECTS, NOTICE_TEXTS, OBJECT_DONE, OBJECT_GRIPPED, OBJECT_SEEN,
-                                            OBJECTS, PERSON_AWAY, PERSON_CLOSE, PERSON_LEFT, PERSON_NEAR, PICK_ORDERS,
-                                            REPEAT, SLIP_OFF, SLIP_ON)
+from csr_llm_core.lab.decision_training import (CANCEL, CHANGE, DOOR_ORDERS, FETCH_ORDERS, GOTO_ORDERS, HOSTILE,
+                                            NOTICE_SUBJECTS, NOTICE_TEXTS, OBJECT_SEEN, OBJECTS, PICK_ORDERS,
+                                            REPEAT)
 
 SAFE = ["hold_position", "stop"]
 PAUSE = ["back_off", "stop", "hold_position"]
@@ -83,11 +86,9 @@ def _task(b: _Builder) -> Dict[str, Any]:
         expect: Dict[str, Any] = {"intents": ["open_door"]}
         order = b.pick(DOOR_ORDERS)
         goal = {"id": "done", "when": {"door_angle_above": 0.15}}
-        done = {"when": {"door_angle_above": 0.15}, "say": b.pick(DOOR_DONE)}
-        progress = {"when": {"grip_force_above": 15.0}, "say": b.pick(HANDLE_GRIPPED, n="{grip_force:.0f}")}
+        done = {"when": {"door_angle_above": 0.15}}
         b.data["robot"] = {"x": 0.0, "y": 0.0, "yaw": 0.0}
-        return {"kind": kind, "expect": expect, "order": order, "goal": goal, "done": done, "progress": progress,
-                "x": 0.0}
+        return {"kind": kind, "expect": expect, "order": order, "goal": goal, "done": done, "x": 0.0}
     if kind == "fetch":
         # two stages: drive to the warehouse (move_to), then, at the shelf, pick the object
         thing = b.rng.choice(OBJECTS)
@@ -96,13 +97,9 @@ def _task(b: _Builder) -> Dict[str, Any]:
         pick = {"intents": ["pick_object"], "args": {"pick_object.object": thing}}
         return {"kind": kind, "x": x, "target": thing,
                 "expect": {"intents": ["move_to"], "args": {"move_to.zone": "warehouse"}}, "pick": pick,
-                "order": b.pick(FETCH_ORDERS, x=thing), "arrived": b.pick(ARRIVED, z="warehouse"),
-                "seen": b.pick(OBJECT_SEEN, x=thing),
+                "order": b.pick(FETCH_ORDERS, x=thing), "seen": b.pick(OBJECT_SEEN, x=thing),
                 "goal": {"id": "done", "when": {"object_height_above": 0.54}},
-                "done": {"after": "in_reach", "when": {"object_height_above": 0.54},
-                         "say": b.pick(OBJECT_DONE, x=thing)},
-                "progress": {"when": {"grip_force_above": 15.0},
-                             "say": b.pick(OBJECT_GRIPPED, x=thing, n="{grip_force:.0f}")}}
+                "done": {"after": "in_reach", "when": {"object_height_above": 0.54}}}
     if kind == "pick":
         thing = b.rng.choice(OBJECTS)
         b.data["robot"] = {"x": 2.4, "y": 0.0, "yaw": 0.0}
@@ -111,9 +108,7 @@ def _task(b: _Builder) -> Dict[str, Any]:
         return {"kind": kind, "expect": {"intents": ["pick_object"], "args": {"pick_object.object": thing}},
                 "order": b.pick(PICK_ORDERS, x=thing), "x": 2.4, "target": thing,
                 "goal": {"id": "done", "when": {"object_height_above": 0.54}},
-                "done": {"when": {"object_height_above": 0.54}, "say": b.pick(OBJECT_DONE, x=thing)},
-                "progress": {"when": {"grip_force_above": 15.0},
-                             "say": b.pick(OBJECT_GRIPPED, x=thing, n="{grip_force:.0f}")}}
+                "done": {"when": {"object_height_above": 0.54}}}
     zone = b.rng.choice(("warehouse", "corridor", "door"))
     low, high = START["door_zone" if zone == "door" else zone]
     x = round(b.rng.uniform(low, high), 2)
@@ -121,7 +116,7 @@ def _task(b: _Builder) -> Dict[str, Any]:
     return {"kind": kind, "zone": zone, "x": x,
             "expect": {"intents": ["move_to"], "args": {"move_to.zone": zone}},
             "order": b.pick(GOTO_ORDERS, z=zone), "goal": {"id": "done", "when": {"zone": zone}},
-            "done": {"when": {"zone": zone}, "say": b.pick(ARRIVED, z=zone)}, "progress": None}
+            "done": {"when": {"zone": zone}}}
 
 
 def _with_pause(task_expect: Dict[str, Any], *pauses: str) -> Dict[str, Any]:
@@ -211,14 +206,14 @@ def _interruption(b: _Builder, task: Dict[str, Any], interruption: str, t1: floa
         b.event("change", b.pick(CHANGE, order=f"go to the {other}"), at=t1,
                 expect={"intents": ["move_to"], "args": {"move_to.zone": other}})
         task["goal"] = {"id": "done", "when": {"zone": other}}
-        task["done"] = {"after": "change", "when": {"zone": other}, "say": b.pick(ARRIVED, z=other)}
+        task["done"] = {"after": "change", "when": {"zone": other}}
         return 22.0
     elif interruption == "slip":
         b.event("wet_floor", "facility notice: the floor near the corridor is wet and slippery",
                 at=round(task_at - 0.4, 1) if task_at > 0.9 else 0.5)
-        b.event("slip_on", b.pick(SLIP_ON), when={"on_slip": True},
+        b.event("slip_on", when={"on_slip": True},
                 expect={"intents": ["stop", "hold_position", "move_to"], "args": dict(expect.get("args", {}))})
-        b.event("slip_off", b.pick(SLIP_OFF), after="slip_on", when={"on_slip": False})
+        b.event("slip_off", after="slip_on", when={"on_slip": False})
     return duration
 
 
@@ -226,42 +221,34 @@ def _person(b: _Builder, task: Dict[str, Any], anchor: Dict[str, Any], resume: D
     """A person starts to the side of the robot, walks up to it and leaves again."""
     rng = b.rng
     b.data["person"] = {"x": round(task["x"] + rng.uniform(-0.4, 0.8), 2), "y": round(rng.uniform(-2.6, -1.6), 2)}
-    b.event("person_coming", b.pick(PERSON_NEAR), person={"approach": 0.4, "speed": 1.0},
+    b.event("person_coming", person={"approach": 0.4, "speed": 1.0},
             expect=_with_pause(resume, "hold_position", "stop", "back_off"), **anchor)
-    close = b.pick(PERSON_CLOSE).replace("{d:.2f}", "{person_distance:.2f}").replace("{d:.1f}",
-                                                                                     "{person_distance:.1f}")
-    b.event("person_close", close, after="person_coming", when={"person_distance_below": 0.6},
-            expect={"intents": PAUSE, "args": BACK_OFF_MAX})
-    b.event("person_leaving", b.pick(PERSON_AWAY), after="person_coming", delay=round(rng.uniform(3.5, 6.0), 1),
+    b.event("person_close", after="person_coming", when={"person_distance_below": 0.6},
+            expect=_with_pause(resume, *PAUSE))
+    b.event("person_leaving", after="person_coming", delay=round(rng.uniform(3.5, 6.0), 1),
             person={"leave": True, "speed": 1.2})
-    b.event("person_left", b.pick(PERSON_LEFT), after="person_leaving", when={"person_distance_above": 1.5},
+    b.event("person_left", after="person_leaving", when={"person_distance_above": 1.5},
             unless_goal="done", expect=resume)
 
 
 def _motor(b: _Builder, anchor: Dict[str, Any], resume: Dict[str, Any]) -> None:
     """A joint motor heats past 70 C, then cools below 60 C."""
     joint = b.rng.choice(HOT_JOINTS)
-    temperature = "{temperature_%s:.0f}" % joint
     b.event("motor_heating", heat={"joint": joint, "add": 50.0}, **anchor)
-    b.event("motor_hot", b.pick(MOTOR_HOT, j=joint, t=temperature), after="motor_heating",
-            when={"temperature_above": {"joint": joint, "value": 70.0}}, expect=SAFE)
-    b.event("motor_cool", b.pick(MOTOR_COOL, j=joint, t=temperature), after="motor_hot",
-            when={"temperature_below": {"joint": joint, "value": 60.0}}, unless_goal="done",
-            expect=resume)
+    b.event("motor_hot", after="motor_heating", when={"temperature_above": {"joint": joint, "value": 70.0}},
+            expect=_with_pause(resume, *SAFE))
+    b.event("motor_cool", after="motor_hot", when={"temperature_below": {"joint": joint, "value": 60.0}},
+            unless_goal="done", expect=resume)
 
 
 def _finish(b: _Builder, task: Dict[str, Any], interruption: str, duration: float) -> None:
-    """A fetch's second stage, the task's progress and end, the scenario's end and its header fields."""
-    rng = b.rng
-    started_by = {"conflict": "resolved", "deferred": "trigger"}.get(interruption, "task")
+    """A fetch's second stage, the task's end, the scenario's end and its header fields."""
     if task["kind"] == "fetch" and interruption != "cancel":
-        b.event("arrived", task["arrived"], after=started_by, when={"zone": "warehouse"})
+        started_by = {"conflict": "resolved", "deferred": "trigger"}.get(interruption, "task")
+        b.event("arrived", after=started_by, when={"zone": "warehouse"})
         b.event("in_reach", task["seen"], after="arrived", delay=1.0,
                 object={"name": task["target"], "in_reach": "reach_shelf"}, expect=task["pick"])
-        started_by = "in_reach"
         duration = max(duration, 26.0)
-    if task.get("progress") and rng.random() < 0.7:
-        b.event("progress", after=started_by, **task["progress"])
     if task.get("done"):
         b.event("done", expect=SAFE, **task["done"])
         b.goals.append(task["goal"])

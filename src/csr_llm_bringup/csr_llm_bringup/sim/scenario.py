@@ -17,8 +17,8 @@ import yaml
 
 from ..decision_score import ExpectationChange
 from .robot_model import HANDLE_TYPES, JOINTS, world_config
-from .scenario_format import (TOP_KEYS, Event, Goal, ScenarioError, conditions_hold, default_catalogue,
-                              finite_number, parse_event, parse_goal)
+from .scenario_format import (TOP_KEYS, Event, Goal, ScenarioError, check_no_narration, conditions_hold,
+                              default_catalogue, finite_number, parse_event, parse_goal)
 
 __all__ = ["Event", "ExpectationFeed", "Goal", "Scenario", "ScenarioError", "default_catalogue", "load_scenario",
            "resolve_scenario_path", "scenario_from_dict"]
@@ -59,6 +59,7 @@ class Scenario:
         if catalogue is None and any(isinstance(e, dict) and "expect" in e for e in raw_events):
             catalogue = default_catalogue()
         self.events = [parse_event(i, e, catalogue) for i, e in enumerate(raw_events)]
+        check_no_narration(self.events, source)
         raw_goals = data.get("goals") or []
         if not isinstance(raw_goals, list):
             raise ScenarioError(f"{source}: goals must be a list")

@@ -12,12 +12,16 @@ A scenario file (YAML)::
       - id: start                # optional; needed to be referred to by `after`
         at: 1.0                  # fire at this sim time ...
         say: "task: open the door"
-      - id: grip
-        when: {grip_force_above: 15.0}     # ... or when every condition holds (checked at 100 Hz)
+      - id: cleaner
+        when: {zone: door}       # ... or when every condition holds (checked at 100 Hz)
         after: start             # optional: only once these events have fired (id or list) ...
         delay: 0.5               # ... at least this long ago (s)
-        say: "handle gripped ({grip_force:.0f} N)"   # str.format with the condition values
+        say: "the cleaner waits at the {zone}"   # str.format with the condition values
+        decides: reasoning       # a notice the robot cannot sense (see below)
 
+A scenario says only what the robot cannot sense (orders, notices, distractors): a `say:` on an
+event whose window is ``sensed`` (below) narrates what the graph senses itself, and the file is
+refused with one line naming the converter (``check_no_narration``; scenario_convert.py).
 Every event fires at most once. Events that become due on the same tick fire in file order.
 Conditions (all must hold): grip_force_above, person_distance_below, person_distance_above,
 base_x_above, base_x_below, door_angle_above, object_height_above, on_slip (bool), zone (name),
@@ -263,13 +267,13 @@ def parse_event(i: int, raw: dict, catalogue=None) -> Event:
         ev.unless_goal = (str(goals),) if isinstance(goals, str) else tuple(str(g) for g in goals or ())
         if not ev.has_expect or not ev.unless_goal:
             raise ScenarioError(f"{where}.unless_goal: names goal ids, and needs an `expect` to void")
-    ev.decides = _window_class(raw, where)
+    ev.decides = window_class(raw, where)
     ev.order = (ev.decides == REASONING and ev.expect is not None and catalogue is not None
                 and not any(catalogue[name].pauses_task for name in ev.expect.intents))
     return ev
 
 
-def _window_class(raw: dict, where: str) -> str:
+def window_class(raw: dict, where: str = "event") -> str:
     """`decides:` as written, else from the event's structure: fired by a sensed condition
     (`when:`) or saying nothing -> sensed; a line said at a time or after other events -> reasoning."""
     if "decides" in raw:
@@ -278,6 +282,17 @@ def _window_class(raw: dict, where: str) -> str:
             raise ScenarioError(f"{where}.decides: expected one of {', '.join(DECIDES)}, got {value!r}")
         return str(value)
     return SENSED if raw.get("when") or "say" not in raw else REASONING
+
+
+def check_no_narration(events, source: str) -> None:
+    """A scenario says only what the robot cannot sense: a `say:` on a sensed event narrates what
+    the graph writes itself (its sensed lines), and is refused with one line naming the fix."""
+    for ev in events:
+        if ev.say is not None and ev.decides == SENSED:
+            raise ScenarioError(
+                f"{source}: event {ev.index} ({ev.id}) narrates a sensed situation (`say:` on a sensed event; "
+                f"the graph writes these lines itself): convert the file with `csr-llm scenario convert {source}` "
+                f"(or set `decides: reasoning` if the robot cannot sense it)")
 
 
 def conditions_hold(when: Dict[str, Any], world) -> bool:
