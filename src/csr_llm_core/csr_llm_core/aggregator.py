@@ -23,20 +23,24 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from csr_llm_common.faults import FaultLog
 from csr_llm_common.plausibility import (IMPOSSIBLE, MAX_NAMES, NONFINITE, TRUNCATION_MARK, Refusal,
                                          bounded_name, joint_refusal, temperature_refusal, wrench_refusal)
 
+from .aggregator_config import (DEFAULT_SOURCES, KIND_CONTINUOUS, KIND_EVENT, KIND_WATERMARK, SOURCE_FIELDS,
+                                TOPIC_TYPES, AggregatorConfig, TopicSpec, source_parameters, topic_specs)
 from .event_bursts import CoalescedEvents, EventBursts
+from .sensed_hold import SensedHold
 
-KIND_EVENT = 0
-KIND_CONTINUOUS = 1
-KIND_WATERMARK = 2
-TOPIC_TYPES = ("joint_states", "imu", "odometry", "temperature", "wrench", "event")
+__all__ = ["KIND_CONTINUOUS", "KIND_EVENT", "KIND_WATERMARK", "DEFAULT_SOURCES", "SOURCE_FIELDS", "TOPIC_TYPES",
+           "AggregatorConfig", "TopicSpec", "source_parameters", "topic_specs", "Aggregator", "ChunkOut",
+           "SampleError"]
+
 SENSED_TOPIC = "sensed"       # the source of the lines the robot knows from its own sensing
 _SPACES = re.compile(r"\s+")
+SENSED_STALE_WINDOWS = 2      # a held sensed line goes out this many windows late at most (no samples)
 
 
 class SampleError(ValueError):
@@ -46,88 +50,6 @@ class SampleError(ValueError):
     def __init__(self, message: str, kind: str = "invalid"):
         super().__init__(message)
         self.kind = kind
-
-
-@dataclass
-class TopicSpec:
-    topic: str
-    type: str
-    period: float = 1.0          # s between summaries of a continuous topic
-    threshold: float = 0.02      # minimum change (in the topic's units) that is worth a summary
-
-    @property
-    def kind(self) -> int:
-        return KIND_EVENT if self.type == "event" else KIND_CONTINUOUS
-
-
-# name -> (topic, type, period s, threshold): the topics a standard robot publishes.
-DEFAULT_SOURCES: Dict[str, TopicSpec] = {
-    "joint_states": TopicSpec("joint_states", "joint_states", 1.0, 0.05),
-    "imu": TopicSpec("imu", "imu", 1.0, 0.5),
-    "odom": TopicSpec("odom", "odometry", 1.0, 0.05),
-    "motor_temperature": TopicSpec("motor_temperature", "temperature", 2.0, 1.0),
-    "gripper_wrench": TopicSpec("gripper/wrench", "wrench", 0.5, 2.0),
-    "events": TopicSpec("events", "event", 1.0, 0.0),
-}
-
-
-@dataclass
-class AggregatorConfig:
-    """The aggregator node's parameters, one default each (the node declares them with
-    ``declare_dataclass``, all read-only).
-
-    ``sources`` names the inputs; each name has its own parameters ``<name>.topic``,
-    ``<name>.type``, ``<name>.period`` and ``<name>.threshold`` (``source_parameters``: defaults
-    from DEFAULT_SOURCES for the names listed there; a new name needs at least ``<name>.type``).
-    """
-    sources: List[str] = field(default_factory=lambda: list(DEFAULT_SOURCES))
-    max_event_chars: int = 300
-    watermark_period: float = 0.5    # s of sample time between watermarks (0: none); match 1/decision_hz
-    # sensors read reliably (a simulator or a bag player publishing reliable: lossless, so a
-    # replay sees every sample the run saw); false for real drivers, which publish best effort
-    reliable_sensors: bool = False
-    # continuous samples of the first N watermark windows are not summarised: while a graph
-    # starts, which early samples reach which node is a discovery race, so a run and its replay
-    # agree on the chunk stream only from the first boundary on (events are always kept)
-    warmup_windows: int = 0
-    # a sample stamped this far ahead of the node clock is rejected (one stamp from the future
-    # would otherwise move every window and watermark past the stream's real time)
-    future_tolerance_s: float = 1.0
-    # a sample stamped this far behind the newest accepted one is rejected (stale or replayed)
-    max_lag_s: float = 10.0
-    # events of one topic per window that become chunks of their own; the rest of a burst is
-    # coalesced into one chunk when the window closes (0: never coalesce)
-    max_events_per_window: int = 5
-    # while a burst lasts (a window went over the limit), all its events are held and coalesced
-    # into one chunk per this many seconds (whole windows, at least one)
-    burst_chunk_period: float = 1.0
-    # the burst window without watermarks (s); with watermarks it is the watermark window
-    event_window: float = 0.5
-    cpu_affinity: str = ""           # CPUs for this node's threads, taskset syntax; "" = any
-
-
-SOURCE_FIELDS = ("topic", "type", "period", "threshold")
-
-
-def source_parameters(names: Sequence[str]) -> Dict[str, Any]:
-    """``<name>.topic|type|period|threshold`` of every source name with its default."""
-    out: Dict[str, Any] = {}
-    for name in names:
-        base = DEFAULT_SOURCES.get(name, TopicSpec(name, "", 1.0, 0.0))
-        out.update({f"{name}.{key}": getattr(base, key) for key in SOURCE_FIELDS})
-    return out
-
-
-def topic_specs(names: Sequence[str], values: Mapping[str, Any]) -> List[TopicSpec]:
-    """The topics to aggregate from the flat ``<name>.<field>`` parameter values."""
-    specs = []
-    for name in names:
-        kind = str(values[f"{name}.type"])
-        if not kind:
-            raise ValueError(f"source {name!r}: set {name}.type (one of the aggregator's topic types)")
-        specs.append(TopicSpec(str(values[f"{name}.topic"]), kind, float(values[f"{name}.period"]),
-                               float(values[f"{name}.threshold"])))
-    return specs
 
 
 @dataclass
@@ -285,6 +207,7 @@ class Aggregator:
         self.max_lag_s = float(max_lag_s)
         self.event_window = self.watermark_period if self.watermark_period > 0 else float(event_window)
         self.bursts = EventBursts(max_events_per_window, self.event_window, burst_chunk_period)
+        self.sensed_hold = SensedHold()
 
     def check_stamp(self, stamp: float, now: Optional[float] = None) -> None:
         """SampleError for a stamp that is not finite, ahead of the clock ``now`` (when known, i.e.
@@ -337,12 +260,15 @@ class Aggregator:
         if stamp < self._next_watermark - 1e-9:
             return []
         boundary = math.floor(stamp / self.watermark_period + 1e-9) * self.watermark_period
+        held = self.sensed_hold.due(boundary)
         self._next_watermark = boundary + self.watermark_period
         if self.warmup_left > 0:
             self.warmup_left -= 1
         ready = sorted((c for c in self._window if c.stamp < boundary - 1e-9), key=lambda c: (c.stamp, c.source_topic))
         self._window = [c for c in self._window if c.stamp >= boundary - 1e-9]
         out = [self._emit(c) for c in ready]
+        for line_stamp, text in held:
+            out.extend(self._event_chunks(SENSED_TOPIC, text, line_stamp))
         out.extend(self._coalesced_chunks(self.bursts.close(self.bursts.window_of(boundary))))
         out.append(ChunkOut(self.next_seq, round(boundary, 9), "", KIND_WATERMARK, ""))
         return out
@@ -352,20 +278,29 @@ class Aggregator:
         sensor time, but never before the open window (no chunk behind a watermark already sent).
         SampleError for a stamp ``check_stamp`` refuses."""
         self.check_stamp(stamp, now)
+        if self.watermark_period > 0 and self._next_watermark is not None:
+            start = round(self._next_watermark - self.watermark_period, 9)
+            self.sensed_hold.add(max(stamp, start), self._event_body(SENSED_TOPIC, text))   # sorted at its close
+            return []
         return self.on_event(SENSED_TOPIC, text, stamp, sensor_time=True)
+
+    def release_stale_sensed(self, now: float) -> List[ChunkOut]:
+        """Held sensed lines whose window should have closed ``SENSED_STALE_WINDOWS`` windows ago by
+        the clock ``now`` while no sample closed it (a quiet sensor stream): released, sorted."""
+        if not len(self.sensed_hold) or self._next_watermark is None:
+            return []
+        start = round(self._next_watermark - self.watermark_period, 9)
+        out: List[ChunkOut] = []
+        for stamp, body in self.sensed_hold.due(now - SENSED_STALE_WINDOWS * self.watermark_period):
+            out.extend(self._event_chunks(SENSED_TOPIC, body, max(stamp, start)))
+        return out
 
     def on_event(self, topic: str, text: str, stamp: Optional[float] = None, *,
                  sensor_time: bool = False) -> List[ChunkOut]:
         """An event becomes a chunk at once (whitespace collapsed, length bounded), unless it is
         past the burst limit of its window: then it is held for that window's coalesced chunk.
         Returns the chunks to publish now, in order (a closed burst first, without watermarks)."""
-        body = _SPACES.sub(" ", text or "").strip()
-        if not body:
-            raise SampleError("empty event text", "empty")
-        if len(body) > self.max_event_chars:
-            self.faults.record("event_truncated", f"a {len(body)}-character event on {topic} cut to "
-                               f"{self.max_event_chars} characters")
-            body = body[: self.max_event_chars] + " [truncated]"
+        body = self._event_body(topic, text)
         if self.watermark_period > 0 and self._next_watermark is not None:
             # the start of the open window: which samples were processed before the event (a
             # race between subscriptions) changes nothing, so replays give the same text and stamp
@@ -373,7 +308,19 @@ class Aggregator:
             stamp = max(stamp, start) if sensor_time and stamp is not None else start
         elif self.last_sample_stamp is not None and not sensor_time:
             stamp = self.last_sample_stamp
-        stamp = 0.0 if stamp is None else stamp
+        return self._event_chunks(topic, body, 0.0 if stamp is None else stamp)
+
+    def _event_body(self, topic: str, text: str) -> str:
+        body = _SPACES.sub(" ", text or "").strip()
+        if not body:
+            raise SampleError("empty event text", "empty")
+        if len(body) > self.max_event_chars:
+            self.faults.record("event_truncated", f"a {len(body)}-character event on {topic} cut to "
+                               f"{self.max_event_chars} characters")
+            body = body[: self.max_event_chars] + " [truncated]"
+        return body
+
+    def _event_chunks(self, topic: str, body: str, stamp: float) -> List[ChunkOut]:
         out: List[ChunkOut] = []
         if self.bursts.enabled:
             due, alone = self.bursts.admit(topic, body, stamp)

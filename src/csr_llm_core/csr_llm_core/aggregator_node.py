@@ -134,6 +134,8 @@ class AggregatorNode(Node):
             profile = qos.ROUTER_STATUS if kind == "router_status" else sensor_qos
             self._sensor_subscriptions.append(self.create_subscription(
                 msg_type, kind, lambda msg, k=kind: self._on_sensed(k, msg), profile))
+        if self.aggregator.watermark_period > 0:    # held lines go out without samples too
+            self.create_timer(self.aggregator.watermark_period, self._release_stale_sensed)
         self.get_logger().info(f"sensed lines ({path}) from {', '.join(k for k, _ in SENSED_TOPICS)} and the "
                                "wrench and temperature sources -> state_chunks (source 'sensed')")
         return monitor
@@ -170,6 +172,11 @@ class AggregatorNode(Node):
                 self._publish(chunk)
         if self.situations is not None and spec.type in ("wrench", "temperature"):
             self._on_sensed(spec.type, msg)
+
+    def _release_stale_sensed(self) -> None:
+        with self._lock:
+            for chunk in self.aggregator.release_stale_sensed(self.get_clock().now().nanoseconds * 1e-9):
+                self._publish(chunk)
 
     def _on_sensed(self, kind: str, msg) -> None:
         """A message the situations read: the sensed lines it makes due, as event chunks."""

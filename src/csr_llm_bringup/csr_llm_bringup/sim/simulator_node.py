@@ -92,7 +92,11 @@ class SimulatorNode(Node):
             self.get_logger().info("use_sim_time ignored: the simulator publishes /clock and stamps with sim time")
         cfg, description = self._read_parameters()
         self.cfg = cfg
-        self.sim = build_simulator(cfg, description)
+        try:
+            self.sim = build_simulator(cfg, description)
+        except ValueError as err:       # a bad scenario file: one line, not a traceback
+            self.get_logger().fatal(f"cannot start: {err}")
+            raise SystemExit(2) from err
         self.faults = FaultLog(self.get_logger().warning, counted_in="the run summary (input faults)")
         self.intake = CommandIntake(self.sim, description.joint_names, self.faults)
         self.lockstep = Lockstep(cfg.lockstep_decision_period, self.sim.dt, cfg.lockstep_timeout,
