@@ -129,6 +129,8 @@ class RecorderNode(Node):
             s.on_joint_state(list(msg.name), list(msg.position))
         elif topic == "events":
             s.on_event(now, msg.data)
+        elif topic == "state_chunks" and msg.source_topic.rsplit("/", 1)[-1] == "sensed":
+            s.on_sensed(_t(msg.header), msg.text.split(" sensed: ", 1)[-1])
         if topic == "clock":
             s.clock_seen = True
         elif now > 0:   # the node clock: sim time under use_sim_time (0 before the first /clock), else wall

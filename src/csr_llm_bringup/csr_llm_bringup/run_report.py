@@ -20,6 +20,9 @@ from .robot_score import RobotOutcome
 LIMIT_EPS = 1e-6
 
 
+MAX_REPORT_LINES = 300      # sensed lines kept for the report (a long run must not grow it without bound)
+
+
 @dataclass
 class RunStats:
     first_time: Optional[float] = None
@@ -50,6 +53,7 @@ class RunStats:
     _joint_pos: Dict[str, float] = field(default_factory=dict)
     _last_track_t: float = -1.0
     events: List[Tuple[float, str]] = field(default_factory=list)
+    sensed: List[Tuple[float, str]] = field(default_factory=list)     # the graph's own situation lines
     # decision scoring: arguments per decision (parallel to `decisions`), the simulator's
     # scenario/expectations records and the latest goal status
     decision_arguments: List[Dict[str, Any]] = field(default_factory=list)
@@ -171,6 +175,10 @@ class RunStats:
     def on_event(self, t: float, text: str) -> None:
         self.events.append((t, text))
 
+    def on_sensed(self, t: float, text: str) -> None:
+        if len(self.sensed) < MAX_REPORT_LINES:
+            self.sensed.append((t, text))
+
     # --- outputs ---------------------------------------------------------------------------
     def summary(self) -> dict:
         duration = (0.0 if self.first_time is None or self.last_time is None
@@ -242,6 +250,9 @@ class RunStats:
             lines += ["", f"Bag: `{bag_path.name}` (rosbag2; open with `ros2 bag info` or Foxglove)."]
         if self.events:
             lines += ["", "## Scenario events", ""] + [f"- {t:7.2f} s: {text}" for t, text in self.events[:200]]
+        if self.sensed:
+            lines += ["", "## Sensed lines (the graph's own: situations, reflexes, task ends)", ""]
+            lines += [f"- {t:7.2f} s: {text}" for t, text in self.sensed]
         (run_dir / "report.md").write_text("\n".join(lines) + "\n")
         return summary
 

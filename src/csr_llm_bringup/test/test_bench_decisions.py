@@ -309,3 +309,17 @@ def test_robot_level_figures_per_scenario_and_pooled(tmp_path, catalogue):
     text = table(bench)
     assert "worst safety instance" in text and "slip_speed at 2.5 s" in text
     assert plot(bench, tmp_path / "decisions.png").stat().st_size > 0
+
+
+def test_the_report_lists_the_graphs_own_sensed_lines(tmp_path):
+    stats = RunStats()
+    stats.on_time(1.0)
+    stats.on_event(1.0, "task: pick up the tool")
+    stats.on_sensed(3.0, "motor arm_shoulder_lift above 70 C (74 C)")
+    stats.on_sensed(3.0, "reflex: holding for a motor over its limit; task pick_object resumes by itself")
+    stats.write(tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    sensed = report.split("## Sensed lines", 1)[1]
+    assert "3.00 s: motor arm_shoulder_lift above 70 C (74 C)" in sensed
+    assert "3.00 s: reflex: holding for a motor over its limit" in sensed
+    assert "task: pick up the tool" not in sensed

@@ -264,7 +264,8 @@ class Aggregator:
         self._next_watermark = boundary + self.watermark_period
         if self.warmup_left > 0:
             self.warmup_left -= 1
-        ready = sorted((c for c in self._window if c.stamp < boundary - 1e-9), key=lambda c: (c.stamp, c.source_topic))
+        ready = sorted((c for c in self._window if c.stamp < boundary - 1e-9),
+                       key=lambda c: (c.stamp, c.source_topic, c.text))
         self._window = [c for c in self._window if c.stamp >= boundary - 1e-9]
         out = [self._emit(c) for c in ready]
         for line_stamp, text in held:
@@ -273,25 +274,39 @@ class Aggregator:
         out.append(ChunkOut(self.next_seq, round(boundary, 9), "", KIND_WATERMARK, ""))
         return out
 
-    def on_sensed(self, text: str, stamp: float, now: Optional[float] = None) -> List[ChunkOut]:
-        """A line the robot sensed (``situations.py``): an event on SENSED_TOPIC stamped with its
-        sensor time, but never before the open window (no chunk behind a watermark already sent).
-        SampleError for a stamp ``check_stamp`` refuses."""
+    def on_sensed(self, text: str, stamp: float, now: Optional[float] = None, *, event: bool = True) -> List[ChunkOut]:
+        """A line the robot sensed (``situations.py``) on SENSED_TOPIC, stamped with its sensor time but
+        never before the open window (no chunk behind a watermark already sent): an event chunk, or
+        with ``event=False`` a state chunk (KIND_CONTINUOUS: read like a summary, decided on by no
+        one). With watermarks both wait for the window's close. SampleError for a refused stamp."""
         self.check_stamp(stamp, now)
-        if self.watermark_period > 0 and self._next_watermark is not None:
-            start = round(self._next_watermark - self.watermark_period, 9)
-            self.sensed_hold.add(max(stamp, start), self._event_body(SENSED_TOPIC, text))   # sorted at its close
+        body = self._event_body(SENSED_TOPIC, text)
+        windows = self.watermark_period > 0 and self._next_watermark is not None
+        if windows:
+            stamp = max(stamp, round(self._next_watermark - self.watermark_period, 9))
+        if event:
+            if not windows:
+                return self.on_event(SENSED_TOPIC, text, stamp, sensor_time=True)
+            self.sensed_hold.add(stamp, body)          # released sorted at the window's close
             return []
-        return self.on_event(SENSED_TOPIC, text, stamp, sensor_time=True)
+        state = ChunkOut(-1, stamp, SENSED_TOPIC, KIND_CONTINUOUS, f"[{stamp:.1f}s] {SENSED_TOPIC}: {body}")
+        if not windows:
+            return [self._emit(state)]
+        self._window.append(state)                     # with the window's summaries, sorted
+        return []
 
     def release_stale_sensed(self, now: float) -> List[ChunkOut]:
-        """Held sensed lines whose window should have closed ``SENSED_STALE_WINDOWS`` windows ago by
-        the clock ``now`` while no sample closed it (a quiet sensor stream): released, sorted."""
-        if not len(self.sensed_hold) or self._next_watermark is None:
+        """Sensed lines (events and state) whose window should have closed ``SENSED_STALE_WINDOWS``
+        windows ago by the clock ``now`` while no sample closed it (a quiet sensor stream): released."""
+        if self._next_watermark is None:
             return []
+        cutoff = now - SENSED_STALE_WINDOWS * self.watermark_period
+        state = sorted((c for c in self._window if c.source_topic == SENSED_TOPIC and c.stamp < cutoff),
+                       key=lambda c: (c.stamp, c.text))
+        self._window = [c for c in self._window if c not in state]
+        out = [self._emit(c) for c in state]
         start = round(self._next_watermark - self.watermark_period, 9)
-        out: List[ChunkOut] = []
-        for stamp, body in self.sensed_hold.due(now - SENSED_STALE_WINDOWS * self.watermark_period):
+        for stamp, body in self.sensed_hold.due(cutoff):
             out.extend(self._event_chunks(SENSED_TOPIC, body, max(stamp, start)))
         return out
 

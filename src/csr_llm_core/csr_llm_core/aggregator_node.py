@@ -186,7 +186,8 @@ class AggregatorNode(Node):
         with self._lock:
             for line in self.situations.take(sample) if self.situations is not None else []:
                 try:
-                    chunks = self.aggregator.on_sensed(line.text, line.stamp, now)
+                    chunks = self.aggregator.on_sensed(line.text, line.stamp, now,
+                                                       event=line.kind in self.situations.config.events.kinds)
                 except SampleError as err:
                     self.faults.record(f"sensed:{err.kind}", f"dropped a sensed line ({line.text}): {err}")
                     continue

@@ -25,7 +25,7 @@ EPS = 1e-9      # stamps differences this close to a dwell or an interval count 
 class SensedLine:
     """A line the robot knows from its own sensing, stamped with the reading's sensor time."""
     stamp: float
-    kind: str        # proximity, grip, zone, temperature, slip, task
+    kind: str        # proximity, grip, zone, temperature, slip, task, sub_task, reflex
     text: str
 
 

@@ -116,6 +116,18 @@ class ReflexesConfig:
         "cleared_idle": "reflex cleared ({reflex})"})
 
 
+LINE_KINDS = ("proximity", "grip", "zone", "temperature", "slip", "task", "sub_task", "reflex")
+
+
+@dataclass
+class EventsConfig:
+    """Which sensed lines are events (the reasoning node decides at once, and they are the question's
+    newest events) and which are state (read in the state log, like a sensor summary): the robot's
+    reflexes and its own progress need no decision; a task's end and an arrival may (a deferred
+    order, the next step of an order)."""
+    kinds: List[str] = field(default_factory=lambda: ["task", "zone"])
+
+
 @dataclass
 class SituationsConfig:
     proximity: ProximityConfig = field(default_factory=ProximityConfig)
@@ -125,6 +137,7 @@ class SituationsConfig:
     slip: SlipConfig = field(default_factory=SlipConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
     reflexes: ReflexesConfig = field(default_factory=ReflexesConfig)
+    events: EventsConfig = field(default_factory=EventsConfig)
 
 
 # the fields each wording template may use, with a sample value to check it formats
@@ -204,6 +217,9 @@ def validate(config: SituationsConfig) -> SituationsConfig:
     for intent, template in config.tasks.done_wording.items():
         check_template(f"tasks.done_wording.{intent}", template, _SAMPLE_FIELDS["tasks"])
     check_template("zone.default_place", config.zone.default_place, {"zone": "warehouse"})
+    unknown = sorted(set(config.events.kinds) - set(LINE_KINDS))
+    if unknown:
+        raise ValueError(f"situations events.kinds: unknown {', '.join(unknown)} (known: {', '.join(LINE_KINDS)})")
     return config
 
 

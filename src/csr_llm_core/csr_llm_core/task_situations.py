@@ -64,7 +64,10 @@ class TaskDetector:
         if before is None or not before.active_intent:
             return []
         text = self._text(before, report, grip)
-        return [] if text is None else [SensedLine(stamp, "task", text)]
+        if text is None:
+            return []
+        sub_task = self.config.sub_tasks and report.active_intent == before.active_intent
+        return [SensedLine(stamp, "sub_task" if sub_task else "task", text)]
 
     def _text(self, before: RouterSample, now: RouterSample, grip: GripState) -> Optional[str]:
         words, intent = self.config.wording, before.active_intent

@@ -109,7 +109,9 @@ def test_the_aggregator_writes_sensed_lines_from_the_robots_topics(tmp_path):
                      "sub-task grip_object of pick_object done", "object lifted (20 N held); task pick_object done",
                      "base slipping (wheels and IMU disagree)"]
     lines = sensed()
-    assert all(c.kind == StateChunk.KIND_EVENT for c in lines)
+    events = [c.text.split(" sensed: ", 1)[1] for c in lines if c.kind == StateChunk.KIND_EVENT]
+    assert events == ["arrived in the warehouse", "object lifted (20 N held); task pick_object done"]
+    assert all(c.kind in (StateChunk.KIND_EVENT, StateChunk.KIND_CONTINUOUS) for c in lines)
     for chunk in lines:
         stamp = chunk.header.stamp.sec + chunk.header.stamp.nanosec * 1e-9
         assert chunk.text.startswith(f"[{stamp:.1f}s] sensed: ")

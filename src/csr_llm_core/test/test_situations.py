@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from csr_llm_common.paths import config_file
-from csr_llm_core.aggregator import KIND_EVENT, SENSED_TOPIC, Aggregator, TopicSpec
+from csr_llm_core.aggregator import KIND_CONTINUOUS, KIND_EVENT, SENSED_TOPIC, Aggregator, TopicSpec
 from csr_llm_core.situations import (RangeSample, RouterReport, RouterSample, SituationMonitor, TemperatureSample,
                                      WrenchSample, ZoneSample)
 from csr_llm_core.situations_config import (SensedParameters, SituationsConfig, load_situations,
@@ -255,6 +255,33 @@ def test_held_sensed_lines_go_out_by_the_clock_when_no_sample_closes_their_windo
     (chunk,) = agg.release_stale_sensed(13.7)
     assert (chunk.source_topic, chunk.stamp, chunk.text) == (SENSED_TOPIC, 12.6, "[12.6s] sensed: task move_to done")
     assert agg.release_stale_sensed(20.0) == []
+
+
+def test_sensed_state_lines_go_out_with_the_windows_summaries_and_events_after_them():
+    agg = Aggregator([TopicSpec("odom", "odometry", 1.0, 0.0)], watermark_period=0.5, max_lag_s=5.0)
+    odom = {"x": 0.0, "y": 0.0, "yaw": 0.0, "v": 0.0, "w": 0.0}
+    agg.take_sample("odom", odom, 12.5)
+    assert agg.on_sensed("reflex: holding for a person close", 12.6, event=False) == []
+    assert agg.on_sensed("person close to the robot (0.55 m)", 12.6, event=False) == []
+    assert agg.on_sensed("task move_to done", 12.7) == []
+    out = [c for c in agg.take_sample("odom", odom, 13.0) if c.source_topic == SENSED_TOPIC]
+    assert [(c.kind, c.text) for c in out] == [
+        (KIND_CONTINUOUS, "[12.6s] sensed: person close to the robot (0.55 m)"),
+        (KIND_CONTINUOUS, "[12.6s] sensed: reflex: holding for a person close"),
+        (KIND_EVENT, "[12.7s] sensed: task move_to done")]
+    assert agg.on_sensed("object gripped (20 N)", 13.1, event=False) == []
+    (late,) = agg.release_stale_sensed(14.2)                # no sample closed its window
+    assert (late.kind, late.text) == (KIND_CONTINUOUS, "[13.1s] sensed: object gripped (20 N)")
+
+
+def test_which_sensed_lines_are_events_comes_from_config():
+    assert SituationsConfig().events.kinds == ["task", "zone"]
+    with pytest.raises(ValueError, match="events.kinds: unknown weather"):
+        situations_from_mapping({"events": {"kinds": ["task", "weather"]}})
+    m = SituationMonitor()
+    kinds = [line.kind for r in [router(0.0, "pick_object", "reach_shelf"), router(0.5, "pick_object", "grip_object"),
+                                 router(1.0, "", "")] for line in m.take(r)]
+    assert kinds == ["sub_task", "task"]
 
 
 def test_sensed_lines_without_watermarks_keep_their_stamp():
