@@ -26,7 +26,8 @@ from .bags import import_message_class, open_writer, ros_type_name, typestore
 from .recorder_config import RateLimiter, RecorderConfig
 from .run_report import RunStats
 
-STATS_TOPICS = {"decision", "csr_status", "router_status", "motor_command", "joint_states", "events", "clock"}
+STATS_TOPICS = {"decision", "csr_status", "router_status", "motor_command", "joint_states", "events", "clock",
+               "state_chunks"}   # state_chunks: the sensed lines for the report
 
 
 class RecorderNode(Node):
