@@ -282,7 +282,7 @@ class Aggregator:
         self.check_stamp(stamp, now)
         body = self._event_body(SENSED_TOPIC, text)
         windows = self.watermark_period > 0 and self._next_watermark is not None
-        if windows:
+        if self.watermark_period > 0 and self._next_watermark is not None:
             stamp = max(stamp, round(self._next_watermark - self.watermark_period, 9))
         if event:
             if not windows:
