@@ -117,8 +117,8 @@ def test_each_golden_covers_what_it_claims(name):
     outputs = read_outputs(golden.bag)
     intents = {d.intent for d in outputs.decisions}
     status = read_topics(golden.bag, ["csr_status"])["csr_status"][-1]
-    if name == "golden_scenario":
-        assert len(intents) >= 4, intents
+    if name == "golden_scenario":       # the door, the fetch order, the pauses (a cancel among them)
+        assert {"open_door", "move_to", "hold_position"} <= intents, intents
     if name == "asr_swaps":
         assert status.evictions >= 2 and status.swaps >= 2, (status.evictions, status.swaps)
         assert max(d.state_version for d in outputs.decisions) >= 2
