@@ -51,7 +51,8 @@ class Frame:
     phase: float = 0.0                # template time elapsed in the running sub-task [s]
     run_since: float = 0.0            # time the running sub-task last (re)started
     base_travel: float = 0.0          # base distance covered in the running sub-task [m]
-    start_time: float = 0.0           # time the running sub-task first started (timeouts)
+    start_time: float = 0.0           # time the running sub-task first started, moved on by the time held (timeouts)
+    last_step: float = 0.0            # the last tick the running sub-task ran (the hold before a resume)
     matched_sim: float = 1.0          # level-1 similarity the running sub-task started with
     start_key: Optional[np.ndarray] = None     # the level-1 key the running sub-task started from
     trigger_active: bool = True       # interrupts: the trigger condition still holds

@@ -86,11 +86,13 @@ class Level2:
         elif frame.needs_resume:
             frame.needs_resume = False
             frame.run_since = now
+            frame.start_time += max(0.0, now - frame.last_step)    # a timeout counts the time it ran, not held
             if bl.subtask != st.index:
                 # the behaviour layer held another sub-task meanwhile: re-anchor at the current pose
                 self._anchor(st, q)
             bl.invalidate()
             restarted = True
+        frame.last_step = now
         if st.zero_effort:
             return self._result(False, restarted=restarted)
         tau = frame.phase + (now - frame.run_since)

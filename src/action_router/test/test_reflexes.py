@@ -65,6 +65,25 @@ def test_a_hot_motor_holds_the_task_until_it_cools_then_the_task_resumes_and_fin
     assert "interrupt temperature_high cleared: open_door resumes" in rig.infos
 
 
+def test_a_hold_longer_than_the_sub_tasks_timeout_resumes_it_without_a_timeout():
+    """A motor cooling for 8 s held approach_handle (timeout 6 s): its timeout counts the time it ran,
+    so the resumed task finishes instead of running the unknown-scene protocol."""
+    rig = Rig()
+    w = Watch(rig)
+    r = rig.router
+    r.submit_decision("open_door")
+    w.step(600)
+    assert r.command.sub_task == "approach_handle"
+    r.set_temperature("arm_shoulder_lift", 75.0)
+    w.step(8000)
+    assert r.command.sub_task == "freeze"
+    r.set_temperature("arm_shoulder_lift", 60.0)
+    assert w.until(lambda r: r.stack.depth == 0, 1.0)
+    assert w.until(lambda r: "task open_door complete" in rig.infos, 10.0)
+    assert w.requests == [] and r.status().unknown_scene_count == 0
+    assert not any("timed out" in line for line in rig.infos)
+
+
 def test_a_person_nests_over_the_temperature_hold_and_each_clears_on_its_own():
     rig = Rig()
     w = Watch(rig)
