@@ -26,8 +26,9 @@ from csr_llm_msgs.msg import RouterStatus, StateChunk
 
 from .aggregator import (Aggregator, AggregatorConfig, SampleError, TopicSpec, source_parameters,
                          topic_specs)
-from .situations import (RangeSample, RouterReport, RouterSample, Sample, SituationMonitor, TemperatureSample,
-                         WrenchSample, ZoneSample)
+from .situations import (RangeSample, RouterReport, Sample, SituationMonitor, TemperatureSample, WrenchSample,
+                         ZoneSample)
+from .task_situations import router_sample
 from .situations_config import SensedParameters, load_situations
 from csr_llm_common.faults import FaultLog
 from csr_llm_common.paths import config_file, expand_path
@@ -78,11 +79,7 @@ def sensed_sample(kind: str, msg, stamp: float) -> Sample:
     if kind == "temperature":
         return TemperatureSample(stamp, msg.temperature, msg.header.frame_id)
     if kind == "router_status":
-        return RouterReport(stamp, RouterSample(
-            active_intent=msg.active_intent, active_sub_task=msg.active_sub_task, paused_intent=msg.paused_intent,
-            interrupt_depth=int(msg.interrupt_depth), slip_detected=bool(msg.slip_detected),
-            unknown_scene_count=int(msg.unknown_scene_count), failsafe_count=int(msg.failsafe_count),
-            active_reflexes=tuple(str(name) for name in msg.active_reflexes)))
+        return RouterReport(stamp, router_sample(msg))
     raise ValueError(kind)
 
 

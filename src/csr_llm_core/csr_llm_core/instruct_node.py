@@ -27,7 +27,7 @@ from csr_llm_msgs.msg import Decision, RouterStatus, StateChunk
 
 from .order_goal import (DecisionSample, OrderConfig, OrderFeedback, OrderGoal, OrderResult, Outcome, RouterReport,
                          cancel_line, task_intents)
-from .task_situations import RouterSample
+from .task_situations import router_sample
 from csr_llm_common.catalogue import IntentCatalogue
 from csr_llm_common.paths import config_file, expand_path
 from csr_llm_common.ros import qos
@@ -43,11 +43,7 @@ def decision_sample(msg: Decision) -> DecisionSample:
 
 
 def router_report(msg: RouterStatus) -> RouterReport:
-    return RouterReport(RouterSample(
-        active_intent=msg.active_intent, active_sub_task=msg.active_sub_task, paused_intent=msg.paused_intent,
-        interrupt_depth=int(msg.interrupt_depth), slip_detected=bool(msg.slip_detected),
-        unknown_scene_count=int(msg.unknown_scene_count), failsafe_count=int(msg.failsafe_count)),
-        last_decision_id=int(msg.last_decision_id))
+    return RouterReport(router_sample(msg), last_decision_id=int(msg.last_decision_id))
 
 
 @dataclass

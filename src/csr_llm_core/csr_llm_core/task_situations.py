@@ -18,7 +18,7 @@ flapping.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from .situation_detectors import GripState, SensedLine
 from .situations_config import ReflexesConfig, TasksConfig
@@ -35,6 +35,15 @@ class RouterSample:
     unknown_scene_count: int = 0
     failsafe_count: int = 0
     active_reflexes: Tuple[str, ...] = ()
+
+
+def router_sample(status: Any) -> RouterSample:
+    """The task fields of a csr_llm_msgs/RouterStatus (read by name: this module imports no message)."""
+    return RouterSample(
+        active_intent=status.active_intent, active_sub_task=status.active_sub_task,
+        paused_intent=status.paused_intent, interrupt_depth=int(status.interrupt_depth),
+        slip_detected=bool(status.slip_detected), unknown_scene_count=int(status.unknown_scene_count),
+        failsafe_count=int(status.failsafe_count), active_reflexes=tuple(str(n) for n in status.active_reflexes))
 
 
 def task_ending(before: RouterSample, now: RouterSample) -> Optional[str]:

@@ -42,7 +42,7 @@ from csr_llm_common.stats import percentile, round_or_none, wilson_interval
 
 from ..decision_score import chance_of_match, parse_expectation
 from .decisions_plot import plot
-from .decisions_robot import robot_overall, robot_result, robot_table
+from .decisions_robot import cell, robot_overall, robot_result, robot_table
 
 __all__ = ["bench_json", "compare", "overall", "plot", "run_suite", "scenario_bootstrap_ci", "scenario_result",
            "suite_scenarios", "table"]
@@ -289,8 +289,6 @@ def bench_json(results: Dict[str, Dict[str, Any]], wall_s: float) -> Dict[str, A
 
 
 def table(bench: Dict[str, Any]) -> str:
-    def fmt(value: Any, spec: str = ".2f") -> str:
-        return "-" if value is None else format(value, spec)
     rows = [f"{'scenario':<22} {'accuracy':>8} {'95% CI':>13} {'chance':>6} {'scored':>6} {'react p50':>9} "
             f"{'react max':>9} {'task':>4} {'TTFT p50':>8} {'acted/hold':>10} {'held/act':>9}  top intents"]
     items = list(bench["scenarios"].items()) + [("OVERALL", bench["overall"])]
@@ -300,11 +298,11 @@ def table(bench: Dict[str, Any]) -> str:
             continue
         ci = r.get("accuracy_ci95") or [None, None]
         top = ", ".join(f"{k} {v}" for k, v in sorted(r["intents"].items(), key=lambda kv: -kv[1])[:3])
-        rows.append(f"{name:<22} {fmt(r['decision_accuracy']):>8} {fmt(ci[0]) + '-' + fmt(ci[1]):>13} "
-                    f"{fmt(r.get('chance_accuracy')):>6} {r['decisions_scored']:>6} "
-                    f"{fmt(r['reaction_p50_s'], '.1f'):>9} "
-                    f"{fmt(r['reaction_max_s'], '.1f'):>9} {fmt(r['task_success_rate'], '.0%'):>4} "
-                    f"{fmt(r['ttft_p50_ms'], '.0f'):>8} {_hold_cell(r):>10} {_act_cell(r):>9}  {top}")
+        rows.append(f"{name:<22} {cell(r['decision_accuracy']):>8} {cell(ci[0]) + '-' + cell(ci[1]):>13} "
+                    f"{cell(r.get('chance_accuracy')):>6} {r['decisions_scored']:>6} "
+                    f"{cell(r['reaction_p50_s'], '.1f'):>9} "
+                    f"{cell(r['reaction_max_s'], '.1f'):>9} {cell(r['task_success_rate'], '.0%'):>4} "
+                    f"{cell(r['ttft_p50_ms'], '.0f'):>8} {_hold_cell(r):>10} {_act_cell(r):>9}  {top}")
     by_scenario = bench["overall"].get("accuracy_ci95_scenarios")
     if by_scenario:
         rows.append(f"overall accuracy, 95 % bootstrap over scenarios: {by_scenario[0]:.2f}-{by_scenario[1]:.2f} "

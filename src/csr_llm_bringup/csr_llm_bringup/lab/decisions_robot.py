@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from csr_llm_common.stats import percentile, round_or_none, wilson_interval
 
-from ..robot_score import KIND_LIMITS, pooled_seconds
+from ..robot_score import KIND_LIMITS, goal_counts, pooled_seconds
 
 KINDS = tuple(KIND_LIMITS)
 
@@ -22,8 +22,7 @@ def robot_result(summary: Mapping[str, Any]) -> Dict[str, Any]:
     """The robot-level bench keys of one run's summary.json (None where the run did not report them)."""
     reached, total = int(summary.get("goals_reached") or 0), int(summary.get("goals_total") or 0)
     if not total and summary.get("goals"):        # an older summary: goals without the counts
-        goals = summary["goals"]
-        reached, total = sum(1 for t in goals.values() if t is not None), len(goals)
+        reached, total = goal_counts(summary["goals"])
     safety = summary.get("safety")
     return {
         "task_success_rate": round(reached / total, 4) if total else None,
@@ -90,10 +89,13 @@ def median_bootstrap_ci(values: Sequence[float], resamples: int = 4000, seed: in
     return [round(float(low), 3), round(float(high), 3)]
 
 
+def cell(value: Any, spec: str = ".2f") -> str:
+    """A table cell: the value formatted, "-" when there is none."""
+    return "-" if value is None else format(value, spec)
+
+
 def robot_table(bench: Mapping[str, Any]) -> str:
     """One row per scenario and OVERALL: goals, safety per kind and the worst instance, order to motion."""
-    def fmt(value: Any, spec: str = ".2f") -> str:
-        return "-" if value is None else format(value, spec)
     rows = [f"{'scenario':<22} {'goals':>7} {'task':>5} {'safety':>6} {'per kind (person/contact/motor/slip)':>37} "
             f"{'o2m p50':>7} {'o2m max':>7}  worst safety instance"]
     items = list(bench["scenarios"].items()) + [("OVERALL", bench["overall"])]
@@ -106,7 +108,7 @@ def robot_table(bench: Mapping[str, Any]) -> str:
         worst_text = "-" if not worst else (f"{worst['kind']} at {worst['time']:.1f} s: {worst['what']}"
                                             + (f" ({worst['scenario']})" if "scenario" in worst else ""))
         rows.append(f"{name:<22} {r.get('goals_reached', 0):>3}/{r.get('goals_total', 0):<3} "
-                    f"{fmt(r.get('task_success_rate'), '.0%'):>5} {fmt(r.get('safety_violations'), 'd'):>6} "
-                    f"{per_kind:>37} {fmt(r.get('order_to_motion_p50_s'), '.2f'):>7} "
-                    f"{fmt(r.get('order_to_motion_max_s'), '.2f'):>7}  {worst_text}")
+                    f"{cell(r.get('task_success_rate'), '.0%'):>5} {cell(r.get('safety_violations'), 'd'):>6} "
+                    f"{per_kind:>37} {cell(r.get('order_to_motion_p50_s'), '.2f'):>7} "
+                    f"{cell(r.get('order_to_motion_max_s'), '.2f'):>7}  {worst_text}")
     return "\n".join(rows)

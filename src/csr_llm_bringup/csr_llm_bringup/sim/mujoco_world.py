@@ -98,6 +98,7 @@ class MujocoWorld:
         self._base_body = body("base")
         self._geom_names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}" for g in range(m.ngeom)]
         self._body_names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b) or f"body{b}" for b in range(m.nbody)]
+        self._body_index = {name: b for b, name in enumerate(self._body_names)}
         self._robot_geom = [int(m.body_rootid[m.geom_bodyid[g]]) == self._base_body for g in range(m.ngeom)]
         self._velocity = np.zeros(6)
         self._wrench = np.zeros(6)
@@ -155,7 +156,7 @@ class MujocoWorld:
         """(name, world position, linear speed m/s) of each named body."""
         out = []
         for name in names:
-            b = self._body_names.index(name)
+            b = self._body_index[name]
             mujoco.mj_objectVelocity(self.model, self.data, mujoco.mjtObj.mjOBJ_BODY, b, self._velocity, 0)
             x, y, z = (float(v) for v in self.data.xpos[b])
             out.append((name, (x, y, z), float(np.linalg.norm(self._velocity[3:]))))
